@@ -1,0 +1,520 @@
+"""Kuzu graph store: schema (spec §2.4), connection ownership, journal/GraphEvent feed (§5), ``_mark_dirty`` (§4.3).
+
+``TortoiseStore`` owns one ``kuzu.Database`` + ``kuzu.Connection`` (on disk when ``path`` is given, in-memory
+otherwise), migrates the schema on open (``CREATE ... IF NOT EXISTS`` + ``ALTER TABLE ... ADD`` for missing
+columns), and runs **parameterised Cypher only**: user values always travel as ``$params``; the only names
+interpolated into query text are column/table names from the fixed whitelists below.
+
+Public API used by the other modules (and by part 2, ``ep.py`` / ``dream.py``) -- stable, additions only:
+
+Infrastructure
+- ``TortoiseStore(path=None, *, config=SimConfig(), encoder=None, clock=None, seed=0, faults=None)``
+- ``.cfg`` (SimConfig), ``.faults`` (FaultHooks), ``.rng`` (random.Random), ``.clock()`` (aware UTC datetime)
+- ``.now() -> str`` ISO-8601 microseconds ``+00:00``; ``.new_id() -> str`` (``<epoch_ms:012x>-<12 hex>``)
+- ``.query(cypher, params=None) -> list[dict]``; ``.execute(cypher, params=None) -> None``
+- ``.transaction()`` context manager (nests: inner blocks join the outer transaction; rollback on error)
+- ``.fault(step)`` calls the injected step hook (FaultPlan style) before a durable write
+- ``.embed(texts) -> list[list[float] | None]`` (fail-open: any failure => None); ``.encoder``
+
+Reads
+- ``.get_point(id) -> dict | None`` (every column, ``embedding`` included); ``.point_exists(id)``
+- ``.claim_rows(ids=None) -> list[dict]``: plain claims (id, status, pointKind, outdated, baseline_set,
+  ep_alpha, ep_beta, posterior_alpha, posterior_beta, confidence, lastDreamedAt, ep_dirty, ep_dirty_at,
+  updatedAt, is_operator, op_type)
+- ``.operator_rows() -> list[dict]``: operator Points (id, op_type, direction, label, status)
+- ``.operator_edge_rows(op_ids=None) -> list[dict]``: (op_id, rel, input_id, input_label, idx, msg_alpha,
+  msg_beta) for every IMPL/NAND edge leaving an operator Point
+- ``.direct_edge_rows() -> list[dict]``: (src, tgt, rel, direction, weight, msg_alpha, msg_beta,
+  back_msg_alpha, back_msg_beta) for every IMPL/NAND edge between two plain claims
+- ``.feed(types=None) -> list[dict]``: GraphEvent rows ordered by ``seq`` with ``payload`` decoded
+- ``.count(label) -> int``; ``.ep_version() -> int``
+
+Writes
+- ``.set_point_props(id, props)``: SET whitelisted Point columns (None => NULL)
+- ``.set_edge_messages(rel, src_id, tgt_id, msg=None, back=None, idx=None)``: write an edge's messages
+- ``.emit_event(type, payload, snapshot=None)``: best-effort graph feed + optional JSONL journal (§5.1)
+- ``.journal(type, payload)``: journal-only line (``EntityMutated``)
+- ``.mark_dirty(ids) -> int`` (alias ``_mark_dirty``): bumps ``EpMeta.ep_version`` once, flags ids and the
+  co-inputs of operators with an edge to them, adds them to ``.dirty_roots``; returns the new epoch
+- ``.invalidate_messages(ids=None)``: NULL the four message columns on every IMPL/NAND edge (``ids=None``) or
+  on the edges incident to ``ids`` (§4.4)
+
+Seams
+- ``.ingest_dream_hook``: ``Callable[[TortoiseStore, list[str]], dict | None] | None``. Capture promotion (§3.9)
+  calls ``store.run_ingest_dream(claim_ids)``, which uses this hook when set, else
+  ``tortoise_sim.dream.ingest_dream(store, claim_ids)`` when part 2 defines it, else does nothing and reports
+  ``{"noop": True, "reason": "ingest_dream_not_wired"}``. Part 2 wires the bounded local dream here.
+- ``.confidence_hook``: likewise for ``get_confidence`` (default: read stored columns, no EP pass).
+- ``.dream_state``: a dict part 2 may use for per-root retry counters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import random
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import kuzu
+
+from .config import READ_TERMINAL, FaultHooks, SimConfig
+from .embed import EMBED_DIM, HashingEncoder, MiniLMEncoder, cut_words
+from .errors import FaultInjected
+
+__all__ = ["TortoiseStore", "StepClock", "POINT_COLUMNS", "READ_TERMINAL", "SCHEMA_VERSION", "iso"]
+
+log = logging.getLogger("tortoise_sim")
+
+SCHEMA_VERSION = "1"
+
+POINT_COLUMNS: dict[str, str] = {
+    "id": "STRING", "content": "STRING", "pointKind": "STRING", "is_operator": "BOOLEAN", "op_type": "STRING",
+    "direction": "STRING", "label": "STRING", "status": "STRING", "createdAt": "STRING", "updatedAt": "STRING",
+    "content_hash": "STRING", "embedding": f"FLOAT[{EMBED_DIM}]", "authoredBy": "STRING", "wing": "STRING",
+    "room": "STRING", "topic": "STRING", "tags": "STRING[]", "extractedFrom": "STRING", "session_id": "STRING",
+    "is_episodic": "BOOLEAN", "eventId": "STRING", "search_keys": "STRING", "quote": "STRING", "when": "STRING",
+    "source_turn_id": "INT64", "tier": "STRING", "reason": "STRING", "speaker": "STRING", "batch_id": "STRING",
+    "reviewed": "BOOLEAN", "promotedAt": "STRING", "outdated": "BOOLEAN", "validFrom": "STRING",
+    "validTo": "STRING", "expiredAt": "STRING", "confidence": "DOUBLE", "ep_alpha": "DOUBLE", "ep_beta": "DOUBLE",
+    "posterior_alpha": "DOUBLE", "posterior_beta": "DOUBLE", "baseline_set": "BOOLEAN",
+    "baseline_source": "STRING", "lastDreamedAt": "STRING", "ep_dirty": "BOOLEAN", "ep_dirty_at": "INT64",
+    "mitigation_strength": "DOUBLE", "lme_chunk_index": "INT64", "extra_props": "STRING",
+}
+
+_NODE_TABLES: dict[str, dict[str, str]] = {
+    "Point": POINT_COLUMNS,
+    "Session": {"id": "STRING", "created_at": "STRING", "turn_count": "INT64", "is_episodic": "BOOLEAN",
+                "capture_redactions": "INT64"},
+    "Event": {"id": "STRING", "eventId": "STRING", "eventKind": "STRING", "name": "STRING",
+              "eventStatus": "STRING", "subject": "STRING", "object": "STRING", "startedAt": "STRING",
+              "endedAt": "STRING", "participants": "STRING[]", "sessionId": "STRING", "is_episodic": "BOOLEAN"},
+    "Object": {"name": "STRING", "id": "STRING", "objectKind": "STRING", "status": "STRING", "version": "INT64",
+               "supersededBy": "STRING", "supersededAt": "STRING"},
+    "Subject": {"name": "STRING", "id": "STRING", "subjectKind": "STRING"},
+    "Source": {"url": "STRING", "sourceKind": "STRING", "title": "STRING", "contentHash": "STRING",
+               "ingestedAt": "STRING", "is_episodic": "BOOLEAN", "sessionId": "STRING", "capturedAt": "STRING",
+               "summary": "STRING", "topics": "STRING[]", "eventId": "STRING"},
+    "Tag": {"name": "STRING"},
+    "EpMeta": {"key": "STRING", "ep_version": "INT64"},
+    "GraphEvent": {"event_id": "STRING", "seq": "INT64", "ts": "STRING", "type": "STRING", "payload": "STRING"},
+    "GraphEventMeta": {"key": "STRING", "last_seq": "INT64", "first_seq": "INT64"},
+    "Meta": {"key": "STRING", "value": "STRING"},
+}
+_PRIMARY_KEY = {"Object": "name", "Subject": "name", "Source": "url", "Tag": "name", "EpMeta": "key",
+                "GraphEvent": "event_id", "GraphEventMeta": "key", "Meta": "key"}
+_MSG_COLS = ("idx INT64, direction STRING, weight DOUBLE, confidence DOUBLE, label STRING, batch_id STRING, "
+             "msg_alpha DOUBLE, msg_beta DOUBLE, back_msg_alpha DOUBLE, back_msg_beta DOUBLE")
+_REL_TABLES: list[str] = [
+    f"IMPL(FROM Point TO Point, FROM Point TO Event, {_MSG_COLS})",
+    f"NAND(FROM Point TO Point, FROM Point TO Event, {_MSG_COLS})",
+    "hasPart(FROM Point TO Point, FROM Point TO Event, idx INT64)",
+    "CONTAINS(FROM Session TO Point)",
+    "CORRECTS(FROM Point TO Point)",
+    "aboutObject(FROM Point TO Object)",
+    "extractedFrom(FROM Point TO Source)",
+    "mitigated_by(FROM Point TO Point)",
+    "TAGGED(FROM Point TO Tag)",
+    "references(FROM Source TO Event)",
+    "performs(FROM Subject TO Event)",
+    "produces(FROM Event TO Object)",
+]
+
+_OPERATOR = "(n.is_operator = true OR n.op_type IS NOT NULL)"
+
+
+def iso(dt: datetime) -> str:
+    """Fixed-width ISO-8601 with microseconds and ``+00:00`` (spec §1.6; compared lexicographically)."""
+    return dt.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+class StepClock:
+    """Deterministic injected clock: every call returns the current instant, then advances by ``step``."""
+
+    def __init__(self, start: datetime | str = "2026-03-01T09:00:00+00:00", step: float = 1.0) -> None:
+        self.t = datetime.fromisoformat(start) if isinstance(start, str) else start
+        if self.t.tzinfo is None:
+            self.t = self.t.replace(tzinfo=UTC)
+        self.step = timedelta(seconds=step)
+
+    def __call__(self) -> datetime:
+        t = self.t
+        self.t = self.t + self.step
+        return t
+
+    def advance(self, seconds: float) -> None:
+        self.t += timedelta(seconds=seconds)
+
+
+def _system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def _ddl_columns(table: str, cols: dict[str, str]) -> str:
+    pk = _PRIMARY_KEY.get(table, "id")
+    parts = [f"`{c}` {t}" + (" PRIMARY KEY" if c == pk else "") for c, t in cols.items()]
+    return ", ".join(parts)
+
+
+class TortoiseStore:
+    """Owns the Kuzu connection, schema, event feed, clock, rng, encoder and EP bookkeeping (see module doc)."""
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        config: SimConfig | None = None,
+        encoder: Any = None,
+        clock: Callable[[], datetime] | None = None,
+        seed: int = 0,
+        faults: FaultHooks | None = None,
+    ) -> None:
+        self.cfg = config or SimConfig()
+        self.path = Path(path) if path is not None else None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = kuzu.Database(str(self.path))
+        else:
+            self.db = kuzu.Database(":memory:")
+        self.conn = kuzu.Connection(self.db)
+        self.clock: Callable[[], datetime] = clock or _system_clock
+        self.rng = random.Random(seed)
+        self.faults = faults or FaultHooks()
+        if encoder is not None:
+            self.encoder: Any = encoder
+        elif self.cfg.embedder == "hashing":
+            self.encoder = HashingEncoder()
+        elif self.cfg.embedder == "minilm":
+            self.encoder = MiniLMEncoder()
+        else:
+            self.encoder = None
+        self.dirty_roots: set[str] = set()
+        self.dream_state: dict[str, Any] = {}
+        self.event_failures: list[tuple[str, str, str]] = []  # (sink, type, error) of best-effort sinks
+        self.ingest_dream_hook: Callable[[TortoiseStore, list[str]], dict | None] | None = None
+        self.confidence_hook: Callable[[TortoiseStore, str], dict] | None = None
+        self._tx_depth = 0
+        self.migrate()
+
+    # ------------------------------------------------------------------ infrastructure
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        with contextlib.suppress(Exception):
+            self.db.close()
+
+    def __enter__(self) -> TortoiseStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def migrate(self) -> None:
+        """Create missing tables, add missing columns (schema migration on open), seed the singletons."""
+        for table, cols in _NODE_TABLES.items():
+            self.conn.execute(f"CREATE NODE TABLE IF NOT EXISTS {table}({_ddl_columns(table, cols)})")
+            have = {r["name"] for r in self.query(f"CALL table_info('{table}') RETURN *")}
+            for col, typ in cols.items():
+                if col not in have:
+                    self.conn.execute(f"ALTER TABLE {table} ADD `{col}` {typ}")
+        for rel in _REL_TABLES:
+            self.conn.execute(f"CREATE REL TABLE IF NOT EXISTS {rel}")
+        self.conn.execute("MERGE (m:EpMeta {key:'ep'}) ON CREATE SET m.ep_version = 0")
+        self.conn.execute("MERGE (m:GraphEventMeta {key:'feed'}) ON CREATE SET m.last_seq = 0, m.first_seq = 0")
+        self.conn.execute("MERGE (m:Meta {key:'schema_version'}) SET m.value = $v", {"v": SCHEMA_VERSION})
+
+    def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        res = self.conn.execute(cypher, params or {})
+        if isinstance(res, list):  # multiple statements
+            res = res[-1]
+        cols = res.get_column_names()
+        out: list[dict[str, Any]] = []
+        while res.has_next():
+            row = res.get_next()
+            out.append({c: _clean(v) for c, v in zip(cols, row, strict=True)})
+        return out
+
+    def execute(self, cypher: str, params: dict[str, Any] | None = None) -> None:
+        self.conn.execute(cypher, params or {})
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One explicit Kuzu transaction; nested blocks join the outer one. Kuzu rolls a transaction back on
+        any failing statement, so the whole block either commits or leaves nothing (spec §2.5 item 7)."""
+        if self._tx_depth:
+            self._tx_depth += 1
+            try:
+                yield
+            finally:
+                self._tx_depth -= 1
+            return
+        self.conn.execute("BEGIN TRANSACTION")
+        self._tx_depth = 1
+        try:
+            yield
+        except BaseException:
+            self._tx_depth = 0
+            with contextlib.suppress(Exception):
+                self.conn.execute("ROLLBACK")
+            raise
+        self._tx_depth = 0
+        self.conn.execute("COMMIT")
+
+    def fault(self, step: str) -> None:
+        if self.faults.step is not None:
+            self.faults.step(step)
+
+    def now(self) -> str:
+        return iso(self.clock())
+
+    def new_id(self) -> str:
+        """``f"{epoch_ms:012x}-{rng 12 hex}"`` (spec §1.6)."""
+        ms = int(self.clock().timestamp() * 1000)
+        return f"{ms:012x}-{self.rng.getrandbits(48):012x}"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float] | None]:
+        """Embeddings for stored texts; any failure => NULL embedding (writes never block, §2.6)."""
+        if self.encoder is None or not texts:
+            return [None] * len(texts)
+        try:
+            arr = self.encoder.encode([cut_words(t) for t in texts])
+            out: list[list[float] | None] = []
+            for row in arr:
+                vec = [float(x) for x in row]
+                out.append(vec if len(vec) == EMBED_DIM else None)
+            return out
+        except Exception as exc:  # fail-open
+            log.info("embedding failed: %s", exc)
+            return [None] * len(texts)
+
+    # ------------------------------------------------------------------ reads
+    def get_point(self, point_id: str) -> dict[str, Any] | None:
+        rows = self.query("MATCH (n:Point {id:$id}) RETURN n", {"id": point_id})
+        return rows[0]["n"] if rows else None
+
+    def point_exists(self, point_id: str) -> bool:
+        return bool(self.query("MATCH (n:Point {id:$id}) RETURN n.id AS id", {"id": point_id}))
+
+    def count(self, label: str) -> int:
+        if label not in _NODE_TABLES and label not in {r.split("(")[0] for r in _REL_TABLES}:
+            raise ValueError(f"unknown table {label!r}")
+        if label in _NODE_TABLES:
+            return int(self.query(f"MATCH (n:{label}) RETURN count(n) AS c")[0]["c"])
+        return int(self.query(f"MATCH ()-[r:{label}]->() RETURN count(r) AS c")[0]["c"])
+
+    def table_counts(self) -> dict[str, int]:
+        names = list(_NODE_TABLES) + [r.split("(")[0] for r in _REL_TABLES]
+        return {n: self.count(n) for n in names}
+
+    def ep_version(self) -> int:
+        return int(self.query("MATCH (m:EpMeta {key:'ep'}) RETURN m.ep_version AS v")[0]["v"] or 0)
+
+    def claim_rows(self, ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        where = "n.is_operator = false AND n.op_type IS NULL"
+        params: dict[str, Any] = {}
+        if ids is not None:
+            where += " AND n.id IN $ids"
+            params["ids"] = list(ids)
+        return self.query(
+            f"MATCH (n:Point) WHERE {where} RETURN n.id AS id, n.status AS status, n.pointKind AS pointKind, "
+            "n.content AS content, n.outdated AS outdated, n.baseline_set AS baseline_set, n.ep_alpha AS ep_alpha, "
+            "n.ep_beta AS ep_beta, n.posterior_alpha AS posterior_alpha, n.posterior_beta AS posterior_beta, "
+            "n.confidence AS confidence, n.lastDreamedAt AS lastDreamedAt, n.ep_dirty AS ep_dirty, "
+            "n.ep_dirty_at AS ep_dirty_at, n.updatedAt AS updatedAt, n.is_episodic AS is_episodic "
+            "ORDER BY id",
+            params,
+        )
+
+    def operator_rows(self) -> list[dict[str, Any]]:
+        return self.query(
+            f"MATCH (n:Point) WHERE {_OPERATOR} RETURN n.id AS id, n.op_type AS op_type, n.direction AS direction, "
+            "n.label AS label, n.status AS status ORDER BY id"
+        )
+
+    def operator_edge_rows(self, op_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        where = _OPERATOR
+        params: dict[str, Any] = {}
+        if op_ids is not None:
+            where += " AND n.id IN $ids"
+            params["ids"] = list(op_ids)
+        return self.query(
+            f"MATCH (n:Point)-[r:IMPL|NAND]->(x) WHERE {where} RETURN n.id AS op_id, label(r) AS rel, "
+            "x.id AS input_id, label(x) AS input_label, r.idx AS idx, r.msg_alpha AS msg_alpha, "
+            "r.msg_beta AS msg_beta ORDER BY op_id, input_id",
+            params,
+        )
+
+    def direct_edge_rows(self) -> list[dict[str, Any]]:
+        return self.query(
+            "MATCH (a:Point)-[r:IMPL|NAND]->(b:Point) WHERE a.is_operator = false AND a.op_type IS NULL "
+            "AND b.is_operator = false AND b.op_type IS NULL "
+            "RETURN a.id AS src, b.id AS tgt, label(r) AS rel, r.direction AS direction, r.weight AS weight, "
+            "r.confidence AS confidence, r.label AS label, r.msg_alpha AS msg_alpha, r.msg_beta AS msg_beta, "
+            "r.back_msg_alpha AS back_msg_alpha, r.back_msg_beta AS back_msg_beta ORDER BY src, tgt, rel"
+        )
+
+    def feed(self, types: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        rows = self.query(
+            "MATCH (e:GraphEvent) RETURN e.event_id AS event_id, e.seq AS seq, e.ts AS ts, e.type AS type, "
+            "e.payload AS payload ORDER BY seq"
+        )
+        for r in rows:
+            r["payload"] = json.loads(r["payload"]) if r["payload"] else {}
+        if types is not None:
+            rows = [r for r in rows if r["type"] in set(types)]
+        return rows
+
+    # ------------------------------------------------------------------ writes
+    def set_point_props(self, point_id: str, props: dict[str, Any]) -> None:
+        bad = [k for k in props if k not in POINT_COLUMNS or k == "id"]
+        if bad:
+            raise ValueError(f"not settable Point columns: {bad}")
+        if not props:
+            return
+        sets = ", ".join(f"n.`{k}` = $p{i}" for i, k in enumerate(props))
+        params: dict[str, Any] = {f"p{i}": v for i, v in enumerate(props.values())}
+        params["id"] = point_id
+        self.execute(f"MATCH (n:Point {{id:$id}}) SET {sets}", params)
+
+    def set_edge_messages(
+        self,
+        rel: str,
+        src_id: str,
+        tgt_id: str,
+        msg: tuple[float, float] | None = None,
+        back: tuple[float, float] | None = None,
+        idx: int | None = None,
+    ) -> None:
+        """Write ``msg_*`` (message to the target) and/or ``back_msg_*`` (message to the source)."""
+        if rel not in ("IMPL", "NAND"):
+            raise ValueError(f"rel must be IMPL or NAND, not {rel!r}")
+        sets, params = [], {"s": src_id, "t": tgt_id}
+        if msg is not None:
+            sets.append("r.msg_alpha = $ma, r.msg_beta = $mb")
+            params.update(ma=float(msg[0]), mb=float(msg[1]))
+        if back is not None:
+            sets.append("r.back_msg_alpha = $ba, r.back_msg_beta = $bb")
+            params.update(ba=float(back[0]), bb=float(back[1]))
+        if not sets:
+            return
+        where = ""
+        if idx is not None:
+            where = " WHERE r.idx = $idx"
+            params["idx"] = idx
+        self.execute(f"MATCH (a:Point {{id:$s}})-[r:{rel}]->(b {{id:$t}}){where} SET {', '.join(sets)}", params)
+
+    def emit_event(self, type_: str, payload: dict[str, Any], snapshot: dict[str, Any] | None = None) -> None:
+        """Spec §5.1: two independent best-effort sinks; a failure is recorded and the mutation stands."""
+        ts = self.now()
+        try:
+            if type_ in self.faults.fail_graph_feed:
+                raise FaultInjected(f"graph feed {type_}")
+            self.fault("event.feed")
+            eid = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
+            with self.transaction():
+                rows = self.query(
+                    "MATCH (m:GraphEventMeta {key:'feed'}) SET m.last_seq = m.last_seq + 1, "
+                    "m.first_seq = CASE WHEN m.first_seq = 0 THEN m.last_seq + 1 ELSE m.first_seq END "
+                    "RETURN m.last_seq AS seq"
+                )
+                self.execute(
+                    "CREATE (e:GraphEvent {event_id:$eid, seq:$seq, ts:$ts, type:$type, payload:$payload})",
+                    {"eid": eid, "seq": rows[0]["seq"], "ts": ts, "type": type_,
+                     "payload": json.dumps(payload, sort_keys=False)},
+                )
+        except Exception as exc:
+            self.event_failures.append(("feed", type_, repr(exc)))
+            log.warning("graph feed write failed for %s: %s", type_, exc)
+        self.journal(type_, payload, snapshot=snapshot, ts=ts)
+
+    def journal(self, type_: str, payload: dict[str, Any], *, snapshot: dict[str, Any] | None = None,
+                ts: str | None = None) -> None:
+        """Optional JSONL journal (only when ``event_log_path`` is set); best-effort."""
+        path = self.cfg.event_log()
+        if path is None:
+            return
+        try:
+            if type_ in self.faults.fail_journal:
+                raise FaultInjected(f"journal {type_}")
+            self.fault("event.journal")
+            line: dict[str, Any] = {"type": type_, "ts": ts or self.now(), "id": payload.get("id"),
+                                    "payload": payload}
+            if snapshot is not None:
+                line["snapshot"] = {k: v for k, v in snapshot.items() if k != "embedding"}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line, default=str) + "\n")
+        except Exception as exc:
+            self.event_failures.append(("journal", type_, repr(exc)))
+            log.warning("journal write failed for %s: %s", type_, exc)
+
+    def journal_lines(self) -> list[dict[str, Any]]:
+        path = self.cfg.event_log()
+        if path is None or not path.exists():
+            return []
+        return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+    def mark_dirty(self, ids: Sequence[str]) -> int:
+        """Spec §4.3 ``_mark_dirty``: bump ``EpMeta.ep_version`` once; dirty = ids ∪ every input of every
+        operator with an edge to one of ids; flag them ``ep_dirty=true, ep_dirty_at=<epoch>``; add to roots."""
+        ids = [i for i in dict.fromkeys(ids) if i]
+        with self.transaction():
+            epoch = int(self.query(
+                "MATCH (m:EpMeta {key:'ep'}) SET m.ep_version = m.ep_version + 1 RETURN m.ep_version AS v"
+            )[0]["v"])
+            if not ids:
+                return epoch
+            co = self.query(
+                f"MATCH (n:Point)-[:IMPL|NAND]->(x:Point) WHERE {_OPERATOR} AND x.id IN $ids "
+                "MATCH (n)-[:IMPL|NAND]->(y:Point) RETURN DISTINCT y.id AS id",
+                {"ids": ids},
+            )
+            dirty = list(dict.fromkeys(ids + [r["id"] for r in co]))
+            self.execute(
+                "MATCH (n:Point) WHERE n.id IN $ids SET n.ep_dirty = true, n.ep_dirty_at = $e",
+                {"ids": dirty, "e": epoch},
+            )
+        existing = {r["id"] for r in self.query("MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id",
+                                                {"ids": dirty})}
+        self.dirty_roots.update(i for i in dirty if i in existing)
+        return epoch
+
+    _mark_dirty = mark_dirty
+
+    def invalidate_messages(self, ids: Sequence[str] | None = None) -> None:
+        """Spec §4.4: set the four message columns to NULL (Kuzu has no REMOVE, §2.5 item 2)."""
+        clear = "r.msg_alpha = NULL, r.msg_beta = NULL, r.back_msg_alpha = NULL, r.back_msg_beta = NULL"
+        with self.transaction():
+            for rel in ("IMPL", "NAND"):
+                if ids is None:
+                    self.execute(f"MATCH (a:Point)-[r:{rel}]->(b) SET {clear}")
+                else:
+                    self.execute(
+                        f"MATCH (a:Point)-[r:{rel}]->(b) WHERE a.id IN $ids OR b.id IN $ids SET {clear}",
+                        {"ids": list(ids)},
+                    )
+
+    # ------------------------------------------------------------------ seams
+    def run_ingest_dream(self, claim_ids: list[str]) -> dict[str, Any] | None:
+        """Bounded ingest dream after capture promotion (§3.9). A no-op until part 2 wires it (see module doc)."""
+        hook = self.ingest_dream_hook
+        if hook is None:
+            try:
+                mod = importlib.import_module("tortoise_sim.dream")
+            except ImportError:
+                mod = None
+            hook = getattr(mod, "ingest_dream", None) if mod is not None else None
+        if hook is None:
+            return {"noop": True, "reason": "ingest_dream_not_wired"}
+        return hook(self, claim_ids)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, dict) and "_label" in value:
+        return {k: v for k, v in value.items() if k not in ("_id", "_label")}
+    return value
