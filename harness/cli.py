@@ -1,0 +1,101 @@
+"""The ``memsim`` command line (typer + rich)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+import harness  # noqa: F401  (sets offline environment variables first)
+from harness.commands import agentfly, bench, fail, fractal, tortoise
+
+app = typer.Typer(help="memsim: executable reference simulators of three agent-memory designs (Fractal, "
+                       "AgentFly/Memento, Tortoise) and a claims ledger that demonstrates their analysis reports.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+app.add_typer(fractal.app, name="fractal")
+app.add_typer(agentfly.app, name="agentfly")
+app.add_typer(tortoise.app, name="tortoise")
+app.add_typer(bench.app, name="bench")
+
+console = Console(highlight=False)
+_STYLE = {"holds": "green", "refuted": "yellow", "error": "bold red", "skipped": "dim"}
+
+
+@app.command()
+def version() -> None:
+    """Print the memsim version and the versions of the libraries the simulators run on."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as v
+
+    console.print(f"memsim {harness.__version__}")
+    for pkg in ("dspy", "torch", "transformers", "sentence-transformers", "kuzu", "pydantic", "numpy"):
+        try:
+            console.print(f"  {pkg} {v(pkg)}")
+        except PackageNotFoundError:
+            console.print(f"  {pkg} (not installed)")
+
+
+@app.command()
+def claims(
+    design: Annotated[str | None, typer.Option(help="Only this design: harness, fractal, agentfly or tortoise.")] = None,
+    id: Annotated[list[str] | None, typer.Option("--id", help="Only these claim ids (repeatable), e.g. FRA-01.")] = None,
+    kind: Annotated[str | None, typer.Option(help="Only 'mechanism' or 'consequence' claims.")] = None,
+    out: Annotated[Path, typer.Option(help="Directory for ledger.json, ledger.md and ledger.html.")] = Path("ledger"),
+    data_dir: Annotated[Path | None, typer.Option(
+        help="AgentFly corpora directory (default: $MEMSIM_AGENTFLY_DATA or ../shared/data/agentfly).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed passed to every demonstration.")] = 0,
+    quick: Annotated[bool, typer.Option(help="Ask demonstrations for their smallest scenario sizes.")] = False,
+    list_only: Annotated[bool, typer.Option("--list", help="List the selected claims without running them.")] = False,
+) -> None:
+    """Run the claims ledger: one demonstration per report claim, each in a fresh temporary directory.
+
+    Writes ledger.json, ledger.md and a self-contained sortable ledger.html to --out and prints a summary.
+    Exit status is 1 when any claim errors (a refuted claim is a finding about the design, not an error).
+    """
+    from harness.claims import DESIGNS, all_claims
+    from harness.ledger import find_data_dir, run_claims, write_all
+
+    if design and design not in DESIGNS:
+        raise fail(f"unknown design {design!r}; choose one of {', '.join(DESIGNS)}")
+    if kind and kind not in ("mechanism", "consequence"):
+        raise fail(f"unknown kind {kind!r}; choose mechanism or consequence")
+    try:
+        selected = all_claims(design=design, ids=id, kind=kind)
+    except KeyError as exc:
+        raise fail(str(exc.args[0])) from None
+    if not selected:
+        raise fail("no claim matches the filters")
+    if list_only:
+        for c in selected:
+            console.print(f"{c.id}\t{c.design}\t{c.kind}\t{c.record}\t{c.statement}", soft_wrap=True)
+        return
+    data = find_data_dir(data_dir)
+    ledger = run_claims(selected, seed=seed, data_dir=data, quick=quick)
+
+    table = Table(title="memsim claims ledger", show_lines=False)
+    for col in ("id", "kind", "verdict", "s", "statement"):
+        table.add_column(col, overflow="fold")
+    for r in ledger.rows:
+        table.add_row(r.id, r.kind, f"[{_STYLE[r.verdict]}]{r.verdict}[/]", f"{r.seconds:.1f}",
+                      r.statement if len(r.statement) < 110 else r.statement[:107] + "...")
+    console.print(table)
+    summary = Table(title="counts")
+    summary.add_column("scope")
+    for v in ("holds", "refuted", "error", "skipped"):
+        summary.add_column(v, justify="right")
+    for scope, c in sorted(ledger.counts().items(), key=lambda kv: (kv[0] == "all", kv[0])):
+        summary.add_row(scope, *(str(c[v]) for v in ("holds", "refuted", "error", "skipped")))
+    console.print(summary)
+    for p in write_all(ledger, out):
+        console.print(f"wrote {p}")
+    errors = [r.id for r in ledger.rows if r.verdict == "error"]
+    if errors:
+        console.print(f"[bold red]{len(errors)} claim(s) errored:[/] {', '.join(errors)}")
+        raise typer.Exit(1)
+
+
+def main() -> None:  # pragma: no cover - console entry point convenience
+    app()

@@ -1,0 +1,229 @@
+"""Claims ledger runner and writers (``ledger.json``, ``ledger.md``, ``ledger.html``).
+
+The runner isolates each claim in its own fresh temporary directory, times it, and turns any exception into the
+verdict ``error`` with the traceback as evidence. ``refuted`` is a finding about the reference design, not a
+failure of memsim; ``skipped`` means a needed corpus is absent (the reason is recorded).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import platform
+import shutil
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from harness.claims import Claim, ClaimContext, Observation
+
+VERDICTS = ("holds", "refuted", "error", "skipped")
+DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "agentfly"
+
+
+class LedgerRow(BaseModel):
+    id: str
+    design: str
+    record: str
+    kind: str
+    statement: str
+    verdict: str
+    measured: dict[str, Any]
+    evidence: str
+    note: str
+    seconds: float
+    source: str
+
+
+class Ledger(BaseModel):
+    created: str
+    memsim_version: str
+    machine: str
+    python: str
+    rows: list[LedgerRow]
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """``{design: {verdict: n}}`` plus ``{"kind:<k>": {...}}`` and ``{"all": {...}}``."""
+        out: dict[str, Counter[str]] = {}
+        for r in self.rows:
+            for key in (r.design, f"kind:{r.kind}", "all"):
+                out.setdefault(key, Counter())[r.verdict] += 1
+        return {k: {v: c.get(v, 0) for v in VERDICTS} for k, c in out.items()}
+
+
+def find_data_dir(explicit: Path | None = None) -> Path | None:
+    """The AgentFly corpora directory: explicit path, ``$MEMSIM_AGENTFLY_DATA``, or ``../shared/data/agentfly``."""
+    import os
+
+    for cand in (explicit, os.environ.get("MEMSIM_AGENTFLY_DATA"), DEFAULT_DATA_DIR,
+                 Path.cwd().parent / "shared" / "data" / "agentfly"):
+        if cand and Path(cand).is_dir():
+            return Path(cand)
+    return None
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=repr))
+
+
+def run_claim(c: Claim, *, seed: int = 0, data_dir: Path | None = None, quick: bool = False,
+              keep_tmp: bool = False) -> LedgerRow:
+    """Run one claim in a fresh temporary directory; exceptions become verdict ``error``."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"memsim-{c.id}-"))
+    t0 = time.perf_counter()
+    try:
+        obs = c.demonstrate(ClaimContext(tmp_path=tmp, seed=seed, data_dir=data_dir, quick=quick))
+        if not isinstance(obs, Observation):
+            raise TypeError(f"{c.source} returned {type(obs).__name__}, not Observation")
+    except Exception:  # noqa: BLE001 - the ledger records every failure as a verdict
+        obs = Observation(verdict="error", evidence=traceback.format_exc(limit=20))
+    finally:
+        seconds = time.perf_counter() - t0
+        if not keep_tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return LedgerRow(id=c.id, design=c.design, record=c.record, kind=c.kind, statement=c.statement,
+                     verdict=obs.verdict, measured=_jsonable(obs.measured), evidence=obs.evidence,
+                     note=obs.note, seconds=round(seconds, 3), source=c.source)
+
+
+def run_claims(claims: Sequence[Claim], *, seed: int = 0, data_dir: Path | None = None, quick: bool = False,
+               progress: bool = True, on_row: Callable[[LedgerRow], None] | None = None) -> Ledger:
+    """Run ``claims`` in order with a rich progress bar; returns the ``Ledger``."""
+    from harness import __version__
+
+    rows: list[LedgerRow] = []
+    if progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("[bold]claims"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.description}")) as bar:
+            task = bar.add_task("", total=len(claims))
+            for c in claims:
+                bar.update(task, description=c.id)
+                row = run_claim(c, seed=seed, data_dir=data_dir, quick=quick)
+                rows.append(row)
+                if on_row:
+                    on_row(row)
+                bar.advance(task)
+    else:
+        for c in claims:
+            rows.append(run_claim(c, seed=seed, data_dir=data_dir, quick=quick))
+            if on_row:
+                on_row(rows[-1])
+    return Ledger(created=datetime.now(UTC).isoformat(timespec="seconds"), memsim_version=__version__,
+                  machine=f"{platform.machine()} {platform.system()} {platform.release()}",
+                  python=platform.python_version(), rows=rows)
+
+
+# ---------------------------------------------------------------------------------------------------- writers
+
+def write_json(ledger: Ledger, path: Path) -> Path:
+    path.write_text(json.dumps({**ledger.model_dump(), "counts": ledger.counts()}, indent=2, ensure_ascii=False)
+                    + "\n", encoding="utf-8")
+    return path
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def write_markdown(ledger: Ledger, path: Path) -> Path:
+    counts = ledger.counts()
+    lines = ["# memsim claims ledger", "", f"Created {ledger.created} with memsim {ledger.memsim_version} "
+             f"on {ledger.machine}, Python {ledger.python}.", "",
+             "| scope | " + " | ".join(VERDICTS) + " |", "|---|" + "---|" * len(VERDICTS)]
+    for scope, c in sorted(counts.items(), key=lambda kv: (kv[0] == "all", kv[0])):
+        lines.append(f"| {scope} | " + " | ".join(str(c[v]) for v in VERDICTS) + " |")
+    by_record: dict[tuple[str, str], list[LedgerRow]] = {}
+    for r in ledger.rows:
+        by_record.setdefault((r.design, r.record), []).append(r)
+    for (design, record), rows in by_record.items():
+        lines += ["", f"## {design}: {record}", ""]
+        for r in rows:
+            lines += [f"### {r.id} [{r.verdict}] ({r.kind})", "", r.statement, ""]
+            if r.measured:
+                lines += ["Measured:", "", "```json", json.dumps(r.measured, indent=2, ensure_ascii=False)[:4000],
+                          "```", ""]
+            if r.evidence:
+                lines += ["<details><summary>evidence</summary>", "", "```", r.evidence[:4000], "```", "",
+                          "</details>", ""]
+            if r.note:
+                lines += [f"Note: {_md_cell(r.note)}", ""]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+_HTML_HEAD = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>memsim claims ledger</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}
+table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}
+th{background:#f3f3f3;cursor:pointer;user-select:none}th:hover{background:#e6e6e6}
+.holds{background:#e6f6e6}.refuted{background:#fdf1d8}.error{background:#f9d6d6}.skipped{background:#ececec}
+pre{white-space:pre-wrap;max-height:30em;overflow:auto;background:#fafafa;padding:6px;margin:4px 0}
+summary{cursor:pointer;color:#245}.counts td{text-align:right}
+</style></head><body>"""
+
+_HTML_SCRIPT = """<script>
+document.querySelectorAll('table.sortable th').forEach(function(th, col){
+  th.addEventListener('click', function(){
+    var table = th.closest('table'), body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var asc = th.dataset.asc !== '1'; th.dataset.asc = asc ? '1' : '0';
+    rows.sort(function(a, b){
+      var x = a.cells[col].dataset.key || a.cells[col].innerText, y = b.cells[col].dataset.key || b.cells[col].innerText;
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+      return asc ? c : -c;
+    });
+    rows.forEach(function(r){ body.appendChild(r); });
+  });
+});
+</script>"""
+
+
+def write_html(ledger: Ledger, path: Path) -> Path:
+    """A self-contained page: counts per design and kind, a sortable table, evidence folded per row."""
+    e = html.escape
+    counts = ledger.counts()
+    parts = [_HTML_HEAD, "<h1>memsim claims ledger</h1>",
+             f"<p>Created {e(ledger.created)} with memsim {e(ledger.memsim_version)} on {e(ledger.machine)}, "
+             f"Python {e(ledger.python)}. Click a column header to sort.</p>",
+             "<table class='counts'><thead><tr><th>scope</th>" + "".join(f"<th>{v}</th>" for v in VERDICTS)
+             + "</tr></thead><tbody>"]
+    for scope, c in sorted(counts.items(), key=lambda kv: (kv[0] == "all", kv[0])):
+        parts.append(f"<tr><td style='text-align:left'>{e(scope)}</td>"
+                     + "".join(f"<td>{c[v]}</td>" for v in VERDICTS) + "</tr>")
+    parts.append("</tbody></table><h2>Claims</h2><table class='sortable'><thead><tr><th>id</th><th>design</th>"
+                 "<th>record</th><th>kind</th><th>verdict</th><th>seconds</th><th>statement and evidence</th>"
+                 "</tr></thead><tbody>")
+    for r in ledger.rows:
+        prefix, _, num = r.id.partition("-")
+        key = f"{prefix}-{int(num):04d}" if num.isdigit() else r.id
+        detail = [f"<div>{e(r.statement)}</div>"]
+        if r.note:
+            detail.append(f"<div><em>{e(r.note)}</em></div>")
+        if r.measured:
+            detail.append("<details><summary>measured</summary><pre>"
+                          + e(json.dumps(r.measured, indent=2, ensure_ascii=False)) + "</pre></details>")
+        if r.evidence:
+            detail.append(f"<details><summary>evidence</summary><pre>{e(r.evidence)}</pre></details>")
+        detail.append(f"<div style='color:#777;font-size:small'>{e(r.source)}</div>")
+        parts.append(f"<tr class='{e(r.verdict)}'><td data-key='{e(key)}'>{e(r.id)}</td><td>{e(r.design)}</td>"
+                     f"<td>{e(r.record)}</td><td>{e(r.kind)}</td><td>{e(r.verdict)}</td><td>{r.seconds:.2f}</td>"
+                     f"<td>{''.join(detail)}</td></tr>")
+    parts += ["</tbody></table>", _HTML_SCRIPT, "</body></html>"]
+    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    return path
+
+
+def write_all(ledger: Ledger, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [write_json(ledger, out_dir / "ledger.json"), write_markdown(ledger, out_dir / "ledger.md"),
+            write_html(ledger, out_dir / "ledger.html")]

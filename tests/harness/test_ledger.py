@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.claims import Claim, ClaimContext, Observation, all_claims, values_match
+from harness.ledger import run_claims, write_all
+
+
+def _holds(ctx: ClaimContext) -> Observation:
+    (ctx.tmp_path / "probe.txt").write_text("x")
+    return Observation.compare({"files": ["probe.txt"]}, {"files": sorted(p.name for p in ctx.tmp_path.iterdir())})
+
+
+def _refuted(ctx: ClaimContext) -> Observation:
+    return Observation.compare({"length": 20}, {"length": 25}, evidence="tail of 25")
+
+
+def _raises(ctx: ClaimContext) -> Observation:
+    raise RuntimeError("scenario broke")
+
+
+def _claims() -> list[Claim]:
+    return [Claim("T-1", "harness", "rec-a", "holds", "mechanism", _holds),
+            Claim("T-2", "harness", "rec-a", "refuted", "consequence", _refuted),
+            Claim("T-3", "harness", "rec-b", "raises", "mechanism", _raises)]
+
+
+def test_runner_isolates_and_catches(tmp_path: Path) -> None:
+    ledger = run_claims(_claims(), progress=False)
+    verdicts = {r.id: r.verdict for r in ledger.rows}
+    assert verdicts == {"T-1": "holds", "T-2": "refuted", "T-3": "error"}
+    rows = {r.id: r for r in ledger.rows}
+    assert "RuntimeError: scenario broke" in rows["T-3"].evidence and "Traceback" in rows["T-3"].evidence
+    assert rows["T-2"].measured["mismatches"] == {"length": {"expected": 20, "observed": 25}}
+    assert ledger.counts()["harness"] == {"holds": 1, "refuted": 1, "error": 1, "skipped": 0}
+
+    paths = write_all(ledger, tmp_path / "out")
+    assert [p.name for p in paths] == ["ledger.json", "ledger.md", "ledger.html"]
+    data = json.loads(paths[0].read_text())
+    assert [r["verdict"] for r in data["rows"]] == ["holds", "refuted", "error"]
+    md = paths[1].read_text()
+    assert "## harness: rec-a" in md and "### T-3 [error]" in md
+    page = paths[2].read_text()
+    assert page.count("<details>") >= 3 and "class='sortable'" in page and "<script>" in page
+    assert not re.search(r"<(script|link|img)[^>]+src=", page)  # self-contained
+
+
+def test_compare_and_checks() -> None:
+    assert values_match(0.1 + 0.2, 0.3) and not values_match(1.0, 1.1)
+    assert values_match({"a": [1.0, 2]}, {"a": (1.0, 2)}) and not values_match(True, 1.0)
+    assert Observation.compare({"x": 1.0}, {"x": 1.05}, tol=0.1).verdict == "holds"
+    obs = Observation.from_checks({"a": True, "b": False})
+    assert obs.verdict == "refuted" and obs.measured["failed_checks"] == ["b"]
+    assert Observation.skipped("no corpus").verdict == "skipped"
+
+
+def test_registry_discovers_harness_claims_and_filters() -> None:
+    ids = [c.id for c in all_claims(design="harness")]
+    assert ids[:3] == ["HAR-01", "HAR-02", "HAR-03"]
+    assert [c.id for c in all_claims(ids=["har-02"])] == ["HAR-02"]
+    assert all(c.kind == "consequence" for c in all_claims(kind="consequence"))
+    with pytest.raises(KeyError):
+        all_claims(ids=["NOPE-1"])
+
+
+def test_cli_claims_writes_ledger_and_exit_codes(tmp_path: Path) -> None:
+    from harness.cli import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["claims", "--design", "harness", "--id", "HAR-02", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "HAR-02" in res.output and (tmp_path / "ledger.html").exists()
+    res = runner.invoke(app, ["claims", "--design", "nonsense"])
+    assert res.exit_code == 1 and "unknown design" in res.output
+    res = runner.invoke(app, ["claims", "--id", "ZZZ-9"])
+    assert res.exit_code == 1 and "unknown claim" in res.output
+
+
+def test_cli_exits_nonzero_when_a_claim_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.claims as claims_mod
+    from harness.cli import app
+
+    claims_mod.discover()
+    monkeypatch.setitem(claims_mod._REGISTRY, "HAR-99",
+                        Claim("HAR-99", "harness", "test", "raises", "mechanism", _raises))
+    res = CliRunner().invoke(app, ["claims", "--id", "HAR-99", "--out", str(tmp_path)])
+    assert res.exit_code == 1 and "errored" in res.output
+    assert json.loads((tmp_path / "ledger.json").read_text())["rows"][0]["verdict"] == "error"
+
+
+def test_every_command_has_help() -> None:
+    from harness.cli import app
+
+    runner = CliRunner()
+    for args in (["--help"], ["claims", "--help"], ["version"], ["fractal", "--help"], ["agentfly", "--help"],
+                 ["tortoise", "--help"], ["bench", "--help"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, (args, res.output)
