@@ -88,6 +88,7 @@ class FractalRuntime:
         self.agent = agent
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self.fault_hook = fault_hook
+        self.last_tracker: RuntimeEventTracker | None = None
 
     @classmethod
     def create(cls, workspace_path: str | os.PathLike[str], agent: Any, *,
@@ -126,6 +127,7 @@ class FractalRuntime:
                      on_iteration_event: Callable[[IterationEvent], Any] | None = None,
                      interrupt_requested: Callable[[], bool] | None = None) -> AgentResult:
         tracker = RuntimeEventTracker()
+        self.last_tracker = tracker  # inspection only: tracker.files_modified is never persisted (FRA-05)
 
         def hook(raw: Any) -> None:
             try:
