@@ -1,0 +1,1 @@
+"""agentfly_sim."""
