@@ -1,0 +1,505 @@
+"""Dream maintenance on the Kuzu store (spec §9.6-§9.9): load -> EP -> flush/write-back, scheduling, events.
+
+Public entry points (all take a `tortoise_sim.store.TortoiseStore`):
+
+* `run(store, seed_ids, max_hops=2, warm_start=False)` = upstream `ep.run`: affected set, EP, flush (§9.6, §9.7);
+* `dream(store, ..., mode=None, budget=None)` and `dream_window(store, budget=200)` (§9.8);
+* `get_confidence(store, id)` (§9.8, last paragraph) and `ingest_dream(store, claim_ids)` (§3.9), picked up by the
+  store's `run_ingest_dream` seam;
+* `load_factor_graph` / `flush` / `write_back` for callers that need the steps (TOR-15 Kuzu path, TOR-18).
+
+Faithful behaviours (claim IDs): freshness is stamped only when a pass converged (TOR-17); non-converged roots
+retry with a recorded (not enforced) backoff and are given up after 3 attempts (TOR-17); the epoch guard discards a
+stale pass completely (TOR-18); window passes rank stale-first and stop at the operator budget, a budget <= 0 is a
+no-op (TOR-19); every committed write-back journals one `ConfidenceChanged` per written claim (TOR-20); a dream
+writes only EP columns, `updatedAt`, `lastDreamedAt` and edge messages (TOR-21); the calibration gate refuses to
+dream over un-baselined live statements (TOR-50).
+
+Bad input: a budget <= 0 is a no-op; a non-finite prior, stored belief or message raises `ValueError` in the loader,
+before anything is written; self-edges and operators left with < 2 live inputs are skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from .ep import EdgeRow, EPResult, GraphSnapshot, LoadedGraph, PointRow, run_ep
+from .errors import TortoiseError, UnknownPoint
+
+__all__ = [
+    "CalibrationError", "BudgetExceededError", "snapshot", "load_factor_graph", "flush", "write_back", "run",
+    "dream", "dream_window", "get_confidence", "ingest_dream", "calibration_violations", "DreamResult",
+]
+
+# §12 Dream constants
+MAX_HOPS = 2
+OP_CAP = 200
+WINDOW_BUDGET = 200
+CHUNK = 2000
+AUTO_FULL_OPERATORS = 50
+RETRY_CAP = 3
+BACKOFF_CAP_S = 3600
+FULL_PASS_CEILING = 200_000
+INGEST_BUDGET = 100
+CALIBRATION_KINDS = ("statement", "observation", "hypothesis")
+
+Progress = Callable[[int, int], None]
+
+
+class CalibrationError(TortoiseError):
+    """Live calibration-relevant claims without a baseline block a calibrated dream (§9.8 step 1, TOR-50)."""
+
+    def __init__(self, ids: Sequence[str]) -> None:
+        self.ids = sorted(ids)
+        shown = ", ".join(self.ids[:10]) + (" ..." if len(self.ids) > 10 else "")
+        super().__init__(f"{len(self.ids)} live claim(s) lack a baseline: {shown}")
+
+
+class BudgetExceededError(TortoiseError, ValueError):
+    """A full pass with an explicit budget needs more operators than the budget (or the 200,000 ceiling)."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Loading and flushing
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def snapshot(store: Any) -> GraphSnapshot:
+    """Read every Point's EP columns and every IMPL/NAND edge into an in-memory `GraphSnapshot`."""
+    pts = store.query(
+        "MATCH (n:Point) RETURN n.id AS id, n.is_operator AS is_operator, n.op_type AS op_type, "
+        "n.direction AS direction, n.status AS status, n.outdated AS outdated, n.pointKind AS pointKind, "
+        "n.baseline_set AS baseline_set, n.ep_alpha AS ep_alpha, n.ep_beta AS ep_beta, "
+        "n.posterior_alpha AS posterior_alpha, n.posterior_beta AS posterior_beta"
+    )
+    points = [PointRow(r["id"], r["is_operator"], r["op_type"], r["direction"], r["status"], r["outdated"],
+                       r["pointKind"], r["baseline_set"], r["ep_alpha"], r["ep_beta"], r["posterior_alpha"],
+                       r["posterior_beta"]) for r in pts]
+    rows = store.query(
+        "MATCH (a:Point)-[r:IMPL|NAND]->(b) RETURN a.id AS src, label(r) AS rel, b.id AS tgt, label(b) AS tlabel, "
+        "r.idx AS idx, r.direction AS direction, r.weight AS weight, r.msg_alpha AS ma, r.msg_beta AS mb, "
+        "r.back_msg_alpha AS ba, r.back_msg_beta AS bb"
+    )
+    edges = [EdgeRow(r["rel"], r["src"], r["tgt"], r["idx"], r["direction"], r["weight"],
+                     _msg(r["ma"], r["mb"]), _msg(r["ba"], r["bb"]), r["tlabel"] != "Point") for r in rows]
+    return GraphSnapshot(points, edges, exclude_terminal=store.cfg.ep_exclude_terminal)
+
+
+def _msg(a: float | None, b: float | None) -> tuple[float, float] | None:
+    if a is None and b is None:
+        return None
+    return (0.0 if a is None else float(a), 0.0 if b is None else float(b))
+
+
+def load_factor_graph(store: Any, seeds: Iterable[str], max_hops: int | None = MAX_HOPS,
+                      snap: GraphSnapshot | None = None) -> tuple[LoadedGraph, int, set[str]]:
+    """(loaded graph, epoch snapshot, affected set) for `ep.run(seeds, max_hops)` (§9.6). The epoch is read
+    before the graph, so any `_mark_dirty` after this point trips the guard in `flush`."""
+    epoch = store.ep_version()
+    snap = snap if snap is not None else snapshot(store)
+    loaded = snap.load(list(seeds), max_hops)
+    return loaded, epoch, loaded.affected
+
+
+def _epoch_guard(store: Any, epoch_snapshot: int) -> bool:
+    """True when the pass may write. Calls the `before_flush` fault hook first (§5.3)."""
+    if store.faults.before_flush is not None:
+        store.faults.before_flush()
+    return store.ep_version() <= epoch_snapshot
+
+
+def flush(store: Any, loaded: LoadedGraph, result: EPResult, epoch_snapshot: int) -> bool:
+    """§9.7 flush: per claim of 𝒞 `confidence` (4 dp), `posterior_*`, `ep_*` unless baseline; messages of the
+    active factors on their edges; one transaction. Returns False (nothing written) when the epoch advanced."""
+    if not _epoch_guard(store, epoch_snapshot):
+        return False
+    baseline = {r["id"]: bool(r["b"]) for r in store.query(
+        "MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id, n.baseline_set AS b", {"ids": sorted(loaded.affected)})}
+    plain, base = [], []
+    for cid in sorted(loaded.affected):
+        a, b = result.beliefs[cid]
+        row = {"id": cid, "c": round(a / (a + b), 4), "a": float(a), "b": float(b)}
+        (base if baseline.get(cid) else plain).append(row)
+    edge_rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for rel, src, tgt, col, key in loaded.edge_msgs:
+        m = result.msgs[key]
+        row = edge_rows.setdefault((rel, src, tgt), {"s": src, "t": tgt, "ma": None, "mb": None, "ba": None,
+                                                    "bb": None, "has_m": False, "has_b": False})
+        if col == "msg":
+            row.update(ma=float(m[0]), mb=float(m[1]), has_m=True)
+        else:
+            row.update(ba=float(m[0]), bb=float(m[1]), has_b=True)
+    with store.transaction():
+        if plain:
+            store.execute("UNWIND $rows AS row MATCH (n:Point {id: row.id}) SET n.confidence = row.c, "
+                          "n.posterior_alpha = row.a, n.posterior_beta = row.b, n.ep_alpha = row.a, "
+                          "n.ep_beta = row.b", {"rows": plain})
+        if base:
+            store.execute("UNWIND $rows AS row MATCH (n:Point {id: row.id}) SET n.confidence = row.c, "
+                          "n.posterior_alpha = row.a, n.posterior_beta = row.b", {"rows": base})
+        for rel in ("IMPL", "NAND"):
+            for has, cols in (("has_m", "r.msg_alpha = row.ma, r.msg_beta = row.mb"),
+                              ("has_b", "r.back_msg_alpha = row.ba, r.back_msg_beta = row.bb")):
+                rows = [{"s": r["s"], "t": r["t"], "x": r["ma" if has == "has_m" else "ba"],
+                         "y": r["mb" if has == "has_m" else "bb"]}
+                        for (rl, _, _), r in sorted(edge_rows.items()) if rl == rel and r[has]]
+                if rows:
+                    cols_xy = cols.replace("row.ma", "row.x").replace("row.mb", "row.y")
+                    cols_xy = cols_xy.replace("row.ba", "row.x").replace("row.bb", "row.y")
+                    store.execute(f"UNWIND $rows AS row MATCH (a:Point {{id: row.s}})-[r:{rel}]->(b:Point "
+                                  f"{{id: row.t}}) SET {cols_xy}", {"rows": rows})
+    return True
+
+
+def write_back(store: Any, loaded: LoadedGraph, result: EPResult, *, stamp: bool) -> list[dict[str, Any]]:
+    """Dream write-back after a committed flush (§9.7): full-precision `confidence`; `lastDreamedAt = updatedAt =
+    now` when stamping and converged, else only `updatedAt` (TOR-17). Emits `ConfidenceChanged` per written claim
+    (§9.9, TOR-20) and returns the event payloads."""
+    ids = sorted(loaded.affected)
+    if not ids:
+        return []
+    now = store.now()
+    stamp_now = stamp and result.converged
+    rows = [{"id": c, "c": result.beliefs[c][0] / (result.beliefs[c][0] + result.beliefs[c][1])} for c in ids]
+    with store.transaction():
+        if stamp_now:
+            store.execute("UNWIND $rows AS row MATCH (n:Point {id: row.id}) SET n.confidence = row.c, "
+                          "n.lastDreamedAt = $now, n.updatedAt = $now", {"rows": rows, "now": now})
+        else:
+            store.execute("UNWIND $rows AS row MATCH (n:Point {id: row.id}) SET n.confidence = row.c, "
+                          "n.updatedAt = $now", {"rows": rows, "now": now})
+    events = []
+    if store.cfg.emit_confidence_changed:
+        last = {r["id"]: r["d"] for r in store.query(
+            "MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id, n.lastDreamedAt AS d", {"ids": ids})}
+        for row in rows:
+            payload = {"id": row["id"], "confidence": row["c"], "lastDreamedAt": last.get(row["id"])}
+            store.emit_event("ConfidenceChanged", payload)
+            events.append(payload)
+    return events
+
+
+def run(store: Any, seed_ids: Iterable[str], max_hops: int | None = MAX_HOPS, evidence: Any = None, *,
+        warm_start: bool = False, gamma: float = 1e-3, snap: GraphSnapshot | None = None) -> dict[str, Any]:
+    """Upstream `ep.run` (§9.6): affected set from the seeds, EP with the store's `ep_max_iter`/`ep_tol`, flush.
+    `evidence` is accepted for signature parity and unused (priors come from the stored baselines).
+
+    Returns `{iterations, converged, beliefs, affected, flush_skipped, truncated, warnings, warm_skipped}`;
+    a non-converged run flushes too (§9.4: both outcomes flush).
+    """
+    loaded, epoch, affected = load_factor_graph(store, seed_ids, max_hops, snap)
+    result = run_ep(loaded.fg, max_iter=store.cfg.ep_max_iter, tol=store.cfg.ep_tol, warm_start=warm_start,
+                    gamma=gamma)
+    written = flush(store, loaded, result, epoch)
+    return {"iterations": result.iterations, "converged": result.converged, "beliefs": result.beliefs,
+            "affected": sorted(affected), "flush_skipped": not written, "truncated": loaded.truncated,
+            "warnings": loaded.warnings, "warm_skipped": result.warm_skipped, "_loaded": loaded,
+            "_result": result, "_epoch": epoch}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scheduling
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DreamResult:
+    """§9.8 result; `as_dict()` gives the spec's keys."""
+
+    mode: str
+    batches: int = 0
+    iterations: int = 0
+    converged: bool = True
+    converged_all: bool = True
+    budget_used: int = 0
+    affected_claims: list[str] = field(default_factory=list)
+    coverage: float | None = None
+    flush_skipped: bool = False
+    stale_unresolved: list[str] = field(default_factory=list)
+    noop: bool = False
+    events: int = 0
+    warnings: list[str] = field(default_factory=list)
+    stamped: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in (
+            "mode", "batches", "iterations", "converged", "converged_all", "budget_used", "affected_claims",
+            "coverage", "flush_skipped", "stale_unresolved", "noop", "events", "warnings", "stamped")}
+
+
+def calibration_violations(store: Any, snap: GraphSnapshot | None = None) -> list[str]:
+    """Live claims of a calibration-relevant kind without `baseline_set` (§9.8 step 1)."""
+    snap = snap if snap is not None else snapshot(store)
+    return sorted(p.id for p in snap.points.values()
+                  if snap.is_live_claim(p.id) and p.point_kind in CALIBRATION_KINDS and not p.baseline_set)
+
+
+def _live_claims(snap: GraphSnapshot) -> list[str]:
+    return sorted(pid for pid in snap.points if snap.is_live_claim(pid))
+
+
+def _hydrate_roots(store: Any) -> None:
+    if not store.dirty_roots:
+        store.dirty_roots.update(r["id"] for r in store.query(
+            "MATCH (n:Point) WHERE n.ep_dirty = true RETURN n.id AS id"))
+
+
+def _stamp_trivial(store: Any, ids: Sequence[str]) -> None:
+    """`lastDreamedAt = now` on factor-less claims; no `confidence`, no event (a trivial stamp)."""
+    if ids:
+        store.execute("UNWIND $ids AS i MATCH (n:Point {id: i}) SET n.lastDreamedAt = $now",
+                      {"ids": list(ids), "now": store.now()})
+
+
+def _settle_roots(store: Any, ids: set[str], epoch: int) -> None:
+    """Converged pass: drop ids from the roots, clear `ep_dirty` where `ep_dirty_at` <= the epoch snapshot, reset
+    retry counters, forget roots whose Point no longer exists."""
+    store.dirty_roots.difference_update(ids)
+    retries = store.dream_state.setdefault("retries", {})
+    for i in ids:
+        retries.pop(i, None)
+    if ids:
+        store.execute("MATCH (n:Point) WHERE n.id IN $ids AND (n.ep_dirty_at IS NULL OR n.ep_dirty_at <= $e) "
+                      "SET n.ep_dirty = false", {"ids": sorted(ids), "e": epoch})
+    if store.dirty_roots:
+        alive = {r["id"] for r in store.query("MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id",
+                                              {"ids": sorted(store.dirty_roots)})}
+        store.dirty_roots.intersection_update(alive)
+
+
+def _fail_roots(store: Any, anchors: Sequence[str], result: DreamResult) -> None:
+    """Not converged: attempts += 1 per anchor; > 3 attempts => give up (flag cleared, `stale_unresolved`); else
+    record `backoff_until = now + min(2^attempts, 3600) s` (recorded, not enforced)."""
+    retries = store.dream_state.setdefault("retries", {})
+    now = store.clock()
+    give_up = []
+    for a in anchors:
+        st = retries.setdefault(a, {"attempts": 0, "backoff_until": None})
+        st["attempts"] += 1
+        if st["attempts"] > RETRY_CAP:
+            give_up.append(a)
+            retries.pop(a, None)
+        else:
+            st["backoff_until"] = (now + timedelta(seconds=min(2 ** st["attempts"], BACKOFF_CAP_S))).isoformat(
+                timespec="microseconds")
+    if give_up:
+        store.dirty_roots.difference_update(give_up)
+        store.execute("MATCH (n:Point) WHERE n.id IN $ids SET n.ep_dirty = false", {"ids": give_up})
+        result.stale_unresolved.extend(sorted(give_up))
+
+
+def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: int, warm_start: bool,
+               stamp: bool, result: DreamResult, exclude_ops: set[str] | None = None,
+               selected: tuple[list[str], list[EdgeRow]] | None = None, settle: bool = True
+               ) -> tuple[bool, set[str], list[str]]:
+    """One local batch: selector -> `ep.run` -> write-back -> root bookkeeping. Returns (converged and written,
+    𝒞, operators used)."""
+    snap = snapshot(store)
+    epoch = store.ep_version()
+    ops, direct = selected if selected is not None else snap.select_operators(anchors, max_hops, op_cap,
+                                                                              exclude_ops=exclude_ops)
+    seeds = list(ops) + sorted({x for e in direct for x in (e.src, e.tgt)})
+    affected: set[str] = set()
+    converged = True
+    if seeds:
+        out = run(store, seeds, max_hops, warm_start=warm_start, snap=snap)
+        out["_epoch"] = min(out["_epoch"], epoch)
+        result.batches += 1
+        result.iterations += out["iterations"]
+        result.converged = out["converged"]
+        result.converged_all = result.converged_all and out["converged"]
+        result.warnings.extend(out["warnings"])
+        converged = out["converged"]
+        if out["flush_skipped"]:
+            result.flush_skipped = True
+            return False, set(), ops
+        affected = set(out["affected"])
+        result.events += len(write_back(store, out["_loaded"], out["_result"], stamp=stamp))
+        result.affected_claims = sorted(set(result.affected_claims) | affected)
+    live = set(_live_claims(snap))
+    if converged:
+        trivial = [a for a in anchors if a in live and a not in affected]
+        if stamp:
+            _stamp_trivial(store, trivial)
+            result.stamped.extend(trivial)
+        if stamp and affected:
+            result.stamped.extend(sorted(affected))
+        if settle:
+            _settle_roots(store, affected | set(anchors), epoch)
+    elif settle:
+        _fail_roots(store, anchors, result)
+    return converged, affected, ops
+
+
+def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int | None = MAX_HOPS,
+          require_calibration: bool | None = None, stamp_dreamed_at: bool = True, mode: str | None = None,
+          budget: int | None = None, warm_start: bool = True, progress: Progress | None = None) -> DreamResult:
+    """§9.8 dream. Mode: explicit `mode` wins; `full=True` (or `dirty_only=False` [SIM]) => full; dirty roots =>
+    local; fewer than 50 operator Points => full; else local. TOR-17, TOR-19, TOR-20, TOR-21, TOR-50."""
+    if mode not in (None, "local", "window", "full"):
+        raise ValueError(f"mode must be local, window or full, not {mode!r}")
+    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)):
+        raise ValueError(f"budget must be an int or None, not {budget!r}")
+    gate = store.cfg.require_calibration if require_calibration is None else require_calibration
+    snap = snapshot(store)
+    if gate:
+        bad = calibration_violations(store, snap)
+        if bad:
+            raise CalibrationError(bad)
+    _hydrate_roots(store)
+    if mode is None:
+        if full or not dirty_only:
+            mode = "full"
+        elif store.dirty_roots:
+            mode = "local"
+        elif sum(1 for p in snap.points.values() if p.is_op) < AUTO_FULL_OPERATORS:
+            mode = "full"
+        else:
+            mode = "local"
+    if budget is not None and budget <= 0:
+        return DreamResult(mode=mode, noop=True)
+    if mode == "window":
+        return dream_window(store, budget=WINDOW_BUDGET if budget is None else budget, max_hops=max_hops,
+                            warm_start=warm_start, stamp_dreamed_at=stamp_dreamed_at, progress=progress,
+                            _gate_checked=True)
+    result = DreamResult(mode=mode)
+    if mode == "local":
+        anchors = sorted(store.dirty_roots)
+        if not anchors:
+            result.noop = True
+            return result
+        _, _, ops = _run_batch(store, anchors, max_hops=max_hops, op_cap=budget or OP_CAP, warm_start=warm_start,
+                               stamp=stamp_dreamed_at, result=result)
+        result.budget_used = len(ops)
+        if progress:
+            progress(1, 1)
+        return result
+    return _dream_full(store, snap, result, max_hops=max_hops, budget=budget, warm_start=warm_start,
+                       stamp=stamp_dreamed_at, progress=progress)
+
+
+def _chunks(ids: list[str], size: int = CHUNK) -> list[list[str]]:
+    return [ids[i:i + size] for i in range(0, len(ids), size)] or []
+
+
+def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hops: int | None, budget: int | None,
+                warm_start: bool, stamp: bool, progress: Progress | None) -> DreamResult:
+    n_ops = sum(1 for p in snap.points.values() if p.is_op)
+    if n_ops > FULL_PASS_CEILING:
+        raise BudgetExceededError(f"full pass aborted: {n_ops} operators > {FULL_PASS_CEILING}")
+    anchors = _live_claims(snap)
+    chunks = _chunks(anchors)
+    cap = 10 ** 9 if budget is not None else OP_CAP
+    plans = [snap.select_operators(chunk, max_hops, cap) for chunk in chunks]
+    if budget is not None:
+        used = {op for ops, _ in plans for op in ops}
+        if len(used) > budget:
+            raise BudgetExceededError(f"full pass needs {len(used)} operators > budget {budget}")
+    used_ops: set[str] = set()
+    all_affected: set[str] = set()
+    for i, (chunk, plan) in enumerate(zip(chunks, plans, strict=True)):
+        # re-select on the current graph for later chunks (earlier write-backs do not change topology)
+        ok, affected, ops = _run_batch(store, chunk, max_hops=max_hops, op_cap=cap, warm_start=warm_start,
+                                       stamp=stamp, result=result, selected=plan if i == 0 else None)
+        used_ops.update(ops)
+        all_affected |= affected
+        if progress:
+            progress(i + 1, len(chunks))
+        if result.flush_skipped:
+            break
+    result.budget_used = len(used_ops)
+    return result
+
+
+def dream_window(store: Any, budget: int = WINDOW_BUDGET, *, max_hops: int | None = MAX_HOPS,
+                 warm_start: bool = True, stamp_dreamed_at: bool = True, progress: Progress | None = None,
+                 require_calibration: bool | None = None, _gate_checked: bool = False) -> DreamResult:
+    """§9.8 step 5: stale-first window (TOR-19). Claims ranked by (coalesce(lastDreamedAt, ''), id), LIMIT budget
+    (all if none was ever stamped), plus the dirty roots; chunks of 2000; one selector call per chunk with
+    `op_cap=budget` minus earlier chunks' operators; stop at `budget` distinct operators."""
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        raise ValueError(f"budget must be an int, not {budget!r}")
+    result = DreamResult(mode="window")
+    if not _gate_checked:
+        gate = store.cfg.require_calibration if require_calibration is None else require_calibration
+        if gate:
+            bad = calibration_violations(store)
+            if bad:
+                raise CalibrationError(bad)
+        _hydrate_roots(store)
+    if budget <= 0:
+        result.noop = True
+        return result
+    snap = snapshot(store)
+    live = set(_live_claims(snap))
+    stamps = {r["id"]: r["d"] for r in store.query(
+        "MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id, n.lastDreamedAt AS d", {"ids": sorted(live)})}
+    ranked = sorted(live, key=lambda i: (stamps.get(i) or "", i))
+    if any(stamps.get(i) for i in live):
+        ranked = ranked[:budget]
+    window = ranked + sorted(r for r in store.dirty_roots if r not in set(ranked) and r in live)
+    if not window:
+        result.noop = True
+        return result
+    used: list[str] = []
+    covered: set[str] = set()
+    chunks = _chunks(window)
+    for i, chunk in enumerate(chunks):
+        remaining = budget - len(used)
+        if remaining <= 0:
+            break
+        ops, direct = snapshot(store).select_operators(chunk, max_hops, budget, exclude_ops=set(used))
+        ops = ops[:remaining]
+        ok, affected, _ = _run_batch(store, chunk, max_hops=max_hops, op_cap=budget, warm_start=warm_start,
+                                     stamp=stamp_dreamed_at, result=result, selected=(ops, direct), settle=True)
+        used.extend(o for o in ops if o not in used)
+        covered |= affected
+        if progress:
+            progress(i + 1, len(chunks))
+        if result.flush_skipped:
+            break
+    # `_run_batch` stamped factor-less chunk claims only when that chunk converged; the spec stamps them only if
+    # every chunk converged, so undo nothing but report coverage from what was written or stamped.
+    result.budget_used = len(used)
+    in_window = set(window)
+    touched = (covered | set(result.stamped)) & in_window
+    result.coverage = len(touched) / len(window)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Seams used by part 1 (capture promotion, confidence reads)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def get_confidence(store: Any, point_id: str) -> dict[str, float]:
+    """§9.8: if the claim is dirty, run a non-stamping, non-censored local pass from it first; then return
+    `{mean, variance, alpha, beta, effective_n}` from coalesce(posterior, ep, 1)."""
+    row = store.get_point(point_id)
+    if row is None:
+        raise UnknownPoint(point_id)
+    if row.get("ep_dirty") or point_id in store.dirty_roots:
+        result = DreamResult(mode="local")
+        _run_batch(store, [point_id], max_hops=MAX_HOPS, op_cap=OP_CAP, warm_start=False, stamp=False,
+                   result=result)
+        row = store.get_point(point_id) or row
+    a = row.get("posterior_alpha")
+    b = row.get("posterior_beta")
+    if a is None or b is None:
+        a = row.get("ep_alpha") if row.get("ep_alpha") is not None else 1.0
+        b = row.get("ep_beta") if row.get("ep_beta") is not None else 1.0
+    a, b = float(a), float(b)
+    n = a + b
+    if not (math.isfinite(a) and math.isfinite(b)) or n <= 0:
+        raise ValueError(f"stored belief of {point_id} is not a valid Beta: ({a}, {b})")
+    return {"mean": a / n, "variance": a * b / (n * n * (n + 1.0)), "alpha": a, "beta": b, "effective_n": n}
+
+
+def ingest_dream(store: Any, claim_ids: list[str]) -> dict[str, Any]:
+    """Capture promotion's bounded local dream (§3.9, §12): local, budget 100, no calibration, no censoring.
+    `store.run_ingest_dream` finds this function by name; capture turns any exception into a warning."""
+    return dream(store, mode="local", require_calibration=False, warm_start=False, budget=INGEST_BUDGET).as_dict()
