@@ -1,0 +1,314 @@
+"""Capture spool (spec §10 with the §10.1 corrections): local backlog before server admission.
+
+Files under ``root``: ``entries/<entry_key>.meta.json`` (indent=2), ``entries/<entry_key>.turns.jsonl`` (one
+default-separator ``{"role", "content"}`` object per line) and the ledger ``discarded.jsonl``. Every write is
+mode 0600, fsync'd, and atomic (temp file + rename), except appends to the turn log and the ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Spool", "entry_key", "content_digest", "capture_key", "backoff_delay", "local_capture_post",
+    "MAX_ENTRIES", "MAX_TOTAL_BYTES", "MAX_ENTRY_BYTES",
+]
+
+MAX_ENTRIES = 1000
+MAX_TOTAL_BYTES = 256 * 1024 * 1024
+MAX_ENTRY_BYTES = 16 * 1024 * 1024
+_PROBE = re.compile(r"verify-[a-z][a-z0-9-]*-\d{8}T\d{6}Z-[0-9a-f]{6}$")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def entry_key(session_id: str) -> str:
+    return _sha(session_id)[:32]
+
+
+def content_digest(turns: list[dict[str, Any]]) -> str:
+    """sha256 of the compact JSON of the turns exactly as given (extra keys included, §10.1 item 6)."""
+    return _sha(json.dumps(turns, separators=(",", ":"), ensure_ascii=False))
+
+
+def capture_key(session_id: str, turns: list[dict[str, Any]]) -> str:
+    return _sha(session_id + "\0" + content_digest(turns))
+
+
+def backoff_delay(n: int) -> int:
+    """Seconds: ``min(30 * 2^max(0, n-1), 21600)``."""
+    return int(min(30 * 2 ** max(0, n - 1), 21600))
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _append(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _turn_lines(turns: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps({"role": t.get("role"), "content": t.get("content")}, ensure_ascii=False) + "\n"
+                   for t in turns).encode("utf-8", "surrogatepass")
+
+
+class Spool:
+    """``Spool(root, clock=None, permanent="quarantine", fault_hook=None)``; ``permanent`` is
+    ``SimConfig.spool_permanent`` ([A] quarantine keeps the turns, [LATER] delete removes the entry)."""
+
+    def __init__(self, root: str | Path, *, clock: Callable[[], datetime] | None = None,
+                 permanent: str = "quarantine", fault_hook: Callable[[str], None] | None = None) -> None:
+        if permanent not in ("quarantine", "delete"):
+            raise ValueError("permanent must be 'quarantine' or 'delete'")
+        self.root = Path(root)
+        self.entries = self.root / "entries"
+        self.ledger = self.root / "discarded.jsonl"
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.permanent = permanent
+        self.fault_hook = fault_hook
+
+    # -------------------------------------------------------------------------------- files
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        return self.entries / f"{key}.meta.json", self.entries / f"{key}.turns.jsonl"
+
+    def _now(self) -> str:
+        return self.clock().astimezone(UTC).isoformat(timespec="microseconds")
+
+    def _fault(self, step: str) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(step)
+
+    def read_meta(self, session_id: str) -> dict[str, Any] | None:
+        meta, _ = self._paths(entry_key(session_id))
+        return json.loads(meta.read_text(encoding="utf-8")) if meta.exists() else None
+
+    def read_turns(self, session_id: str) -> list[dict[str, Any]]:
+        _, turns = self._paths(entry_key(session_id))
+        if not turns.exists():
+            return []
+        return [json.loads(x) for x in turns.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+    def ledger_rows(self) -> list[dict[str, Any]]:
+        if not self.ledger.exists():
+            return []
+        return [json.loads(x) for x in self.ledger.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+    def _write_meta(self, key: str, meta: dict[str, Any]) -> None:
+        self._fault("spool.write")
+        _atomic_write(self._paths(key)[0], json.dumps(meta, indent=2, ensure_ascii=False).encode("utf-8"))
+
+    def _discard(self, session_id: str, ckey: str | None, reason: str, detail: str = "") -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        _append(self.ledger, (json.dumps({"at": self._now(), "session_id": session_id, "capture_key": ckey,
+                                          "reason": reason, "detail": detail}) + "\n").encode("utf-8"))
+
+    def _delete(self, key: str) -> None:
+        for p in self._paths(key):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+    def _all_meta(self) -> list[tuple[str, dict[str, Any] | None]]:
+        if not self.entries.exists():
+            return []
+        out = []
+        for meta in sorted(self.entries.glob("*.meta.json")):
+            key = meta.name.removesuffix(".meta.json")
+            try:
+                out.append((key, json.loads(meta.read_text(encoding="utf-8"))))
+            except Exception:
+                out.append((key, None))
+        return out
+
+    def _entry_bytes(self, key: str) -> int:
+        return sum(p.stat().st_size for p in self._paths(key) if p.exists())
+
+    # -------------------------------------------------------------------------------- write
+    def spool_write(self, session_id: str, turns: list[dict[str, Any]], harness: str, source: str,
+                    machine_id: str, model: str | None = None) -> dict[str, Any]:
+        """Identical digest => no-op; stored log a prefix of the new turns => append; else rewrite.
+        ``filed_key`` survives only an unchanged digest; a content change resets attempts/retry/lane."""
+        session_id.encode("utf-8")  # a lone surrogate raises UnicodeEncodeError (§10.1 item 10)
+        if not turns:
+            return {"action": "none"}
+        self.entries.mkdir(parents=True, exist_ok=True)
+        key = entry_key(session_id)
+        meta_path, turns_path = self._paths(key)
+        digest = content_digest(turns)
+        ckey = capture_key(session_id, turns)
+        now = self._now()
+        meta = None
+        if meta_path.exists():
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            except Exception:
+                self._discard(session_id, None, "corrupt_entry")
+                self._delete(key)
+                meta = None
+        if meta is not None and meta.get("content_digest") == digest:
+            return {"action": "noop", "capture_key": ckey}
+        new_bytes = _turn_lines(turns)
+        action = "rewrite"
+        if meta is not None and turns_path.exists():
+            old = turns_path.read_bytes()
+            if old and old.endswith(b"\n") and new_bytes.startswith(old):
+                self._fault("spool.write")
+                _append(turns_path, new_bytes[len(old):])
+                action = "append"
+        if action == "rewrite":
+            self._fault("spool.write")
+            _atomic_write(turns_path, new_bytes)
+        new_meta = {
+            "version": 1, "session_id": session_id, "harness": harness, "source": source,
+            "machine_id": machine_id, "created_at": (meta or {}).get("created_at", now), "updated_at": now,
+            "turns_count": len(turns), "content_digest": digest, "capture_key": ckey, "attempts": 0,
+            "next_attempt_at_ms": 0, "lane": "pending",
+        }
+        if model is not None:
+            new_meta["model"] = model
+        self._write_meta(key, new_meta)
+        if self._entry_bytes(key) > MAX_ENTRY_BYTES:
+            self._discard(session_id, ckey, "entry_too_large")
+            self._delete(key)
+            return {"action": "discarded", "reason": "entry_too_large"}
+        self._prune()
+        return {"action": action, "capture_key": ckey}
+
+    def _prune(self) -> None:
+        rows = [(k, m) for k, m in self._all_meta() if m is not None]
+        rows.sort(key=lambda km: (km[1].get("updated_at", ""), km[1].get("created_at", ""),
+                                  km[1].get("session_id", "")))
+        total = sum(self._entry_bytes(k) for k, _ in rows)
+        while rows and (len(rows) > MAX_ENTRIES or total > MAX_TOTAL_BYTES):
+            k, m = rows.pop(0)
+            reason = "spool_count_exceeded" if len(rows) + 1 > MAX_ENTRIES else "spool_total_bytes_exceeded"
+            total -= self._entry_bytes(k)
+            self._discard(m.get("session_id", ""), m.get("capture_key"), reason)
+            self._delete(k)
+
+    # -------------------------------------------------------------------------------- flush
+    def flush_spool(self, post: Callable[[dict[str, Any]], int | None], now_ms: int,
+                    only_session_id: str | None = None, exclude_session_id: str | None = None) -> dict[str, int]:
+        """Spec §10 / §10.1 (TOR-42, 43): oldest first by (updated_at, created_at, session_id)."""
+        counts = dict.fromkeys(("posted", "filed", "skipped_filed", "skipped_backoff", "skipped_probe",
+                                "skipped_quarantine", "discarded", "permanent", "transient", "failed"), 0)
+        entries = []
+        for key, meta in self._all_meta():
+            if meta is None:
+                self._discard("", None, "corrupt_entry")
+                self._delete(key)
+                counts["discarded"] += 1
+                continue
+            entries.append((key, meta))
+        entries.sort(key=lambda km: (km[1].get("updated_at", ""), km[1].get("created_at", ""),
+                                     km[1].get("session_id", "")))
+        for key, meta in entries:
+            sid = meta.get("session_id", "")
+            if only_session_id is not None and sid != only_session_id:
+                continue
+            if exclude_session_id is not None and sid == exclude_session_id:
+                continue
+            if _PROBE.match(sid):
+                counts["skipped_probe"] += 1
+                continue
+            if meta.get("lane") == "quarantine":
+                counts["skipped_quarantine"] += 1
+                continue
+            if meta.get("filed_key") and meta.get("filed_key") == meta.get("capture_key"):
+                counts["skipped_filed"] += 1
+                continue
+            if now_ms < int(meta.get("next_attempt_at_ms") or 0):
+                counts["skipped_backoff"] += 1
+                continue
+            turns = self.read_turns(sid)
+            if not turns:
+                self._discard(sid, meta.get("capture_key"), "transcript_empty")
+                self._delete(key)
+                counts["discarded"] += 1
+                continue
+            posted_digest = meta.get("content_digest")
+            attempts_before = int(meta.get("attempts") or 0)
+            body = {"harness": meta.get("harness"), "session_id": sid, "source": meta.get("source"),
+                    "conversation": turns, "machine_id": meta.get("machine_id")}
+            if meta.get("model") is not None:
+                body["model"] = meta["model"]
+            counts["posted"] += 1
+            try:
+                status = post(body)
+            except Exception as exc:
+                self._discard(sid, meta.get("capture_key"), "entry_failed", repr(exc))
+                counts["failed"] += 1
+                status = None
+                self._transient(key, sid, attempts_before, now_ms)
+                counts["transient"] += 1
+                continue
+            if status is not None and 200 <= status < 300:
+                cur = self.read_meta(sid)
+                if cur is not None and cur.get("content_digest") == posted_digest:
+                    cur.update(filed_key=cur["capture_key"], filed_at=now_ms, attempts=0, next_attempt_at_ms=0,
+                               lane="filed")
+                    self._write_meta(key, cur)
+                    counts["filed"] += 1
+            elif status is not None and 400 <= status < 500 and status not in (408, 409, 425, 429):
+                counts["permanent"] += 1
+                reason = f"permanent_http_{status}"
+                self._discard(sid, meta.get("capture_key"), reason)
+                if self.permanent == "delete":
+                    self._delete(key)
+                else:
+                    cur = self.read_meta(sid) or meta
+                    cur.update(lane="quarantine", terminal_reason=reason)
+                    self._write_meta(key, cur)
+            else:
+                self._transient(key, sid, attempts_before, now_ms)
+                counts["transient"] += 1
+        return counts
+
+    def _transient(self, key: str, sid: str, attempts_before: int, now_ms: int) -> None:
+        cur = self.read_meta(sid)
+        if cur is None:
+            return
+        cur["attempts"] = attempts_before + 1
+        cur["next_attempt_at_ms"] = now_ms + backoff_delay(attempts_before + 1) * 1000
+        self._write_meta(key, cur)
+
+
+def local_capture_post(capture: Callable[..., dict[str, Any]]) -> Callable[[dict[str, Any]], int]:
+    """[SIM] poster into a local capture: ``ok``/``empty`` => 200, ValueError => 400, ProviderUnavailable =>
+    503, other exceptions => 500. Retry files no content approval; exactly-once is not implied."""
+    from .errors import ProviderUnavailable
+
+    def post(body: dict[str, Any]) -> int:
+        try:
+            res = capture(body["conversation"], session_id=body["session_id"])
+        except ProviderUnavailable:
+            return 503
+        except ValueError:
+            return 400
+        except Exception:
+            return 500
+        return 200 if res.get("ok") or res.get("extraction_mode") == "empty" else 500
+
+    return post
