@@ -96,11 +96,14 @@ def _msg(a: float | None, b: float | None) -> tuple[float, float] | None:
 
 
 def load_factor_graph(store: Any, seeds: Iterable[str], max_hops: int | None = MAX_HOPS,
-                      snap: GraphSnapshot | None = None) -> tuple[LoadedGraph, int, set[str]]:
+                      snap: GraphSnapshot | None = None, epoch: int | None = None
+                      ) -> tuple[LoadedGraph, int, set[str]]:
     """(loaded graph, epoch snapshot, affected set) for `ep.run(seeds, max_hops)` (§9.6). The epoch is read
-    before the graph, so any `_mark_dirty` after this point trips the guard in `flush`."""
-    epoch = store.ep_version()
-    snap = snap if snap is not None else snapshot(store)
+    before the graph, so any `_mark_dirty` after this point trips the guard in `flush`. A caller passing its own
+    `snap` passes the epoch it read before taking it."""
+    if snap is None or epoch is None:
+        epoch = store.ep_version()
+        snap = snapshot(store)
     loaded = snap.load(list(seeds), max_hops)
     return loaded, epoch, loaded.affected
 
@@ -184,14 +187,15 @@ def write_back(store: Any, loaded: LoadedGraph, result: EPResult, *, stamp: bool
 
 
 def run(store: Any, seed_ids: Iterable[str], max_hops: int | None = MAX_HOPS, evidence: Any = None, *,
-        warm_start: bool = False, gamma: float = 1e-3, snap: GraphSnapshot | None = None) -> dict[str, Any]:
+        warm_start: bool = False, gamma: float = 1e-3, snap: GraphSnapshot | None = None,
+        epoch: int | None = None) -> dict[str, Any]:
     """Upstream `ep.run` (§9.6): affected set from the seeds, EP with the store's `ep_max_iter`/`ep_tol`, flush.
     `evidence` is accepted for signature parity and unused (priors come from the stored baselines).
 
     Returns `{iterations, converged, beliefs, affected, flush_skipped, truncated, warnings, warm_skipped}`;
     a non-converged run flushes too (§9.4: both outcomes flush).
     """
-    loaded, epoch, affected = load_factor_graph(store, seed_ids, max_hops, snap)
+    loaded, epoch, affected = load_factor_graph(store, seed_ids, max_hops, snap, epoch)
     result = run_ep(loaded.fg, max_iter=store.cfg.ep_max_iter, tol=store.cfg.ep_tol, warm_start=warm_start,
                     gamma=gamma)
     written = flush(store, loaded, result, epoch)
@@ -294,20 +298,20 @@ def _fail_roots(store: Any, anchors: Sequence[str], result: DreamResult) -> None
 
 def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: int, warm_start: bool,
                stamp: bool, result: DreamResult, exclude_ops: set[str] | None = None,
-               selected: tuple[list[str], list[EdgeRow]] | None = None, settle: bool = True
+               selected: tuple[list[str], list[EdgeRow]] | None = None, stamp_trivial: bool = True
                ) -> tuple[bool, set[str], list[str]]:
-    """One local batch: selector -> `ep.run` -> write-back -> root bookkeeping. Returns (converged and written,
-    𝒞, operators used)."""
-    snap = snapshot(store)
+    """One local batch: selector -> `ep.run` -> write-back -> root bookkeeping. Returns (converged, 𝒞, operators
+    used). `stamp_trivial=False` leaves factor-less anchors to the caller (window/full stamp them only when every
+    chunk converged)."""
     epoch = store.ep_version()
+    snap = snapshot(store)
     ops, direct = selected if selected is not None else snap.select_operators(anchors, max_hops, op_cap,
                                                                               exclude_ops=exclude_ops)
     seeds = list(ops) + sorted({x for e in direct for x in (e.src, e.tgt)})
     affected: set[str] = set()
     converged = True
     if seeds:
-        out = run(store, seeds, max_hops, warm_start=warm_start, snap=snap)
-        out["_epoch"] = min(out["_epoch"], epoch)
+        out = run(store, seeds, max_hops, warm_start=warm_start, snap=snap, epoch=epoch)
         result.batches += 1
         result.iterations += out["iterations"]
         result.converged = out["converged"]
@@ -323,14 +327,13 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
     live = set(_live_claims(snap))
     if converged:
         trivial = [a for a in anchors if a in live and a not in affected]
-        if stamp:
+        if stamp and stamp_trivial:
             _stamp_trivial(store, trivial)
             result.stamped.extend(trivial)
         if stamp and affected:
             result.stamped.extend(sorted(affected))
-        if settle:
-            _settle_roots(store, affected | set(anchors), epoch)
-    elif settle:
+        _settle_roots(store, affected | set(anchors), epoch)
+    else:
         _fail_roots(store, anchors, result)
     return converged, affected, ops
 
@@ -402,15 +405,19 @@ def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hop
     used_ops: set[str] = set()
     all_affected: set[str] = set()
     for i, (chunk, plan) in enumerate(zip(chunks, plans, strict=True)):
-        # re-select on the current graph for later chunks (earlier write-backs do not change topology)
-        ok, affected, ops = _run_batch(store, chunk, max_hops=max_hops, op_cap=cap, warm_start=warm_start,
-                                       stamp=stamp, result=result, selected=plan if i == 0 else None)
+        # write-backs change numbers, never topology, so the plans made up front stay valid
+        _, affected, ops = _run_batch(store, chunk, max_hops=max_hops, op_cap=cap, warm_start=warm_start,
+                                      stamp=stamp, result=result, selected=plan, stamp_trivial=False)
         used_ops.update(ops)
         all_affected |= affected
         if progress:
             progress(i + 1, len(chunks))
         if result.flush_skipped:
             break
+    if stamp and result.converged_all and not result.flush_skipped:
+        trivial = [a for a in anchors if a not in all_affected]
+        _stamp_trivial(store, trivial)
+        result.stamped.extend(trivial)
     result.budget_used = len(used_ops)
     return result
 
@@ -452,18 +459,21 @@ def dream_window(store: Any, budget: int = WINDOW_BUDGET, *, max_hops: int | Non
         remaining = budget - len(used)
         if remaining <= 0:
             break
-        ops, direct = snapshot(store).select_operators(chunk, max_hops, budget, exclude_ops=set(used))
-        ops = ops[:remaining]
-        ok, affected, _ = _run_batch(store, chunk, max_hops=max_hops, op_cap=budget, warm_start=warm_start,
-                                     stamp=stamp_dreamed_at, result=result, selected=(ops, direct), settle=True)
-        used.extend(o for o in ops if o not in used)
+        ops, direct = snapshot(store).select_operators(chunk, max_hops, budget)
+        ops = [o for o in ops if o not in used][:remaining]
+        _, affected, _ = _run_batch(store, chunk, max_hops=max_hops, op_cap=budget, warm_start=warm_start,
+                                    stamp=stamp_dreamed_at, result=result, selected=(ops, direct),
+                                    stamp_trivial=False)
+        used.extend(ops)
         covered |= affected
         if progress:
             progress(i + 1, len(chunks))
         if result.flush_skipped:
             break
-    # `_run_batch` stamped factor-less chunk claims only when that chunk converged; the spec stamps them only if
-    # every chunk converged, so undo nothing but report coverage from what was written or stamped.
+    if stamp_dreamed_at and result.converged_all and not result.flush_skipped:
+        trivial = [c for c in window if c not in covered and c in live]
+        _stamp_trivial(store, trivial)
+        result.stamped.extend(trivial)
     result.budget_used = len(used)
     in_window = set(window)
     touched = (covered | set(result.stamped)) & in_window

@@ -16,7 +16,6 @@ from typing import Any
 
 from . import admission, capture, digest, expansion, hooks, lifecycle, unmodelled, volunteer
 from .config import FaultHooks, SimConfig
-from .errors import UnknownPoint
 from .extraction import ScriptedExtractor
 from .records import RecordStore
 from .search import search_points
@@ -115,17 +114,12 @@ class Tortoise:
         return search_points(self.store, query, limit, **kw)
 
     def get_confidence(self, point_id: str) -> dict[str, Any]:
-        """Part 2 wires the dirty-first local EP pass through ``store.confidence_hook``; until then this reads
-        the stored columns (posterior, else prior, else uniform)."""
+        """``store.confidence_hook`` when set, else ``dream.get_confidence`` (dirty-first local EP pass, §9.8)."""
         if self.store.confidence_hook is not None:
             return self.store.confidence_hook(self.store, point_id)
-        row = self.store.get_point(point_id)
-        if row is None:
-            raise UnknownPoint(point_id)
-        a = row.get("posterior_alpha") or row.get("ep_alpha") or 1.0
-        b = row.get("posterior_beta") or row.get("ep_beta") or 1.0
-        s = a + b
-        return {"mean": a / s, "variance": a * b / (s * s * (s + 1)), "alpha": a, "beta": b, "effective_n": s}
+        from .dream import get_confidence
+
+        return get_confidence(self.store, point_id)
 
     def why(self, ids: list[str]) -> dict[str, dict[str, Any]]:
         return assemble_why_blocks(self.store, ids)
