@@ -1,11 +1,301 @@
-"""``memsim tortoise ...``: Tortoise graph memory on Kuzu (spec: shared/spec/tortoise.md)."""
+"""``memsim tortoise ...``: Tortoise graph memory on Kuzu (spec: shared/spec/tortoise.md).
+
+Every command works on an on-disk Kuzu store: ``--db PATH`` (default ``$MEMSIM_TORTOISE_DB`` or
+``./.memsim/tortoise.kuzu``). Embeddings come from ``harness.embedding.get_encoder("minilm-mean")``, loaded only
+when a command actually embeds text.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.console import Console
+
+from harness.commands import cli_errors, fail, read_stdin_bytes
 
 app = typer.Typer(help="Tortoise graph memory on Kuzu: capture, checkpoint, volunteer pointers, hooks, digest, "
                        "dream.", no_args_is_help=True)
+console = Console(highlight=False, soft_wrap=True)
+
+DbOpt = Annotated[Path | None, typer.Option("--db", help="Kuzu store path (default $MEMSIM_TORTOISE_DB or "
+                                                         "./.memsim/tortoise.kuzu).")]
+PresetOpt = Annotated[str, typer.Option(help="Version profile: analysed, snapshot or later.")]
+
+
+def db_path(db: Path | None) -> Path:
+    if db is not None:
+        return db
+    env = os.environ.get("MEMSIM_TORTOISE_DB")
+    return Path(env) if env else Path(".memsim") / "tortoise.kuzu"
+
+
+class _LazyEncoder:
+    """MiniLM (mean pooling) loaded on the first ``encode`` call, so read-only commands that never embed
+    (a courtesy prompt, the digest) stay fast."""
+
+    dim = 384
+
+    def encode(self, texts: Any) -> Any:
+        from harness.embedding import get_encoder
+
+        return get_encoder("minilm-mean").encode(texts)
+
+
+def open_sim(db: Path | None, preset: str = "analysed", *, must_exist: bool = False) -> Any:
+    from tortoise_sim import SimConfig, Tortoise
+
+    path = db_path(db)
+    if must_exist and not path.exists():
+        raise FileNotFoundError(f"no Tortoise store at {path}")
+    cfg = SimConfig.preset(preset)
+    return Tortoise(path, config=cfg, encoder=_LazyEncoder())
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str, indent=2) + "\n")
+
+
+def _load_json_input(file: Path | None) -> Any:
+    raw = file.read_bytes() if file is not None else read_stdin_bytes()
+    where = str(file) if file is not None else "<stdin>"
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        line = getattr(exc, "lineno", 1)
+        raise fail(f"{where}:{line}: not valid JSON ({exc})") from None
+
+
+# ------------------------------------------------------------------------------------------- hooks
+@app.command("hook-volunteer")
+def hook_volunteer(
+    harness_name: Annotated[str, typer.Option("--harness", help="claude | codex | devin | cline | other")] = "codex",
+    db: DbOpt = None,
+) -> None:
+    """Per-prompt hook: read the harness's hook JSON on stdin, print the JSON shape the harness expects (one
+    line) when a pointer is eligible, nothing otherwise. Always exits 0 (spec tortoise 7.1)."""
+    from tortoise_sim.hooks import hook_volunteer_turn
+
+    try:
+        data = read_stdin_bytes()
+    except Exception:
+        data = b""
+    path = db_path(db)
+
+    def factory() -> Any:
+        if not path.exists():
+            raise FileNotFoundError(str(path))
+        return open_sim(path).store
+
+    out, _code = hook_volunteer_turn(data, harness_name, store=factory)
+    if out:
+        sys.stdout.write(out)
+        sys.stdout.flush()
+    raise typer.Exit(0)
+
+
+@app.command("hook-session-start")
+def hook_session_start_cmd(db: DbOpt = None) -> None:
+    """Session-start hook: print the context digest verbatim; any failure prints nothing. Exit 0."""
+    from tortoise_sim.hooks import hook_session_start
+
+    path = db_path(db)
+
+    def factory() -> Any:
+        if not path.exists():
+            raise FileNotFoundError(str(path))
+        return open_sim(path).store
+
+    out, _ = hook_session_start(factory)
+    if out:
+        sys.stdout.write(out)
+    raise typer.Exit(0)
+
+
+@app.command()
+def context(db: DbOpt = None, preset: PresetOpt = "analysed") -> None:
+    """Render the session-start digest (recency-selected diary, points and confidence sections)."""
+    from tortoise_sim.digest import NO_MEMORY_LINE
+
+    path = db_path(db)
+    if not path.exists():
+        sys.stdout.write(NO_MEMORY_LINE + "\n")
+        return
+    with cli_errors(OSError, ValueError, TypeError, RuntimeError):
+        sys.stdout.write(open_sim(path, preset).context())
+
+
+@app.command()
+def volunteer(
+    db: DbOpt = None,
+    max_pointers: Annotated[int, typer.Option(help="1..5 pointers.")] = 3,
+    min_confidence: Annotated[float, typer.Option(help="Confidence gate in [0, 1].")] = 0.7,
+    prior_context: Annotated[Path | None, typer.Option(help="File with earlier injected context.")] = None,
+    block_only: Annotated[bool, typer.Option("--block", help="Print only the block text.")] = False,
+) -> None:
+    """Read a prompt (plain text, or a JSON window ``[{role, content}, ...]``) on stdin and print the
+    volunteering response as JSON (or only the block with ``--block``)."""
+    from tortoise_sim import VolunteerValidationError
+
+    raw = read_stdin_bytes().decode("utf-8", "replace")
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    window = parsed if isinstance(parsed, list) else [{"role": "user", "content": raw.strip()}]
+    path = db_path(db)
+    if not path.exists():
+        raise fail(f"{path}:1: no Tortoise store (create one with `memsim tortoise create-point` or `capture`)")
+    prior = prior_context.read_text(encoding="utf-8") if prior_context is not None else None
+    try:
+        res = open_sim(path).volunteer_context(window, max_pointers=max_pointers, min_confidence=min_confidence,
+                                               prior_context=prior)
+    except VolunteerValidationError as exc:
+        raise fail(f"<stdin>:1: {exc.code}") from None
+    if block_only:
+        sys.stdout.write(res["block"])
+    else:
+        _print_json(res)
+
+
+# ------------------------------------------------------------------------------------------- writers
+@app.command()
+def capture(
+    file: Annotated[Path | None, typer.Argument(help="JSON list of {role, content} turns (default: stdin).")] = None,
+    session_id: Annotated[str | None, typer.Option(help="Session id (default: generated).")] = None,
+    db: DbOpt = None,
+    preset: PresetOpt = "analysed",
+    no_extractor: Annotated[bool, typer.Option(help="Capture turns without an extraction provider.")] = False,
+) -> None:
+    """Capture a session transcript: turns first, then marker extraction (``decision: ...`` lines) and
+    deterministic admission."""
+    conv = _load_json_input(file)
+    sim = open_sim(db, preset)
+    if no_extractor:
+        sim.extractor = None
+    from tortoise_sim import ProviderUnavailable
+
+    with cli_errors(ValueError, ProviderUnavailable, OSError):
+        res = sim.capture_session(conv, session_id=session_id)
+    _print_json(res)
+    sys.stderr.write(f"store: {db_path(db)}\n")
+
+
+@app.command("create-point")
+def create_point_cmd(
+    kind: Annotated[str, typer.Argument(help="Point kind, e.g. decision, statement, observation.")],
+    content: Annotated[str, typer.Argument(help="Point content.")],
+    credibility: Annotated[str | None, typer.Option(help="gold|high|medium|low|unverified (sets the prior).")] = None,
+    live: Annotated[bool, typer.Option(help="Promote draft -> live after creating.")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Create a Point (SDK semantics: draft, no dedup) and print its id."""
+    sim = open_sim(db)
+    with cli_errors(ValueError, TypeError):
+        row = sim.create_point(kind, content, credibility=credibility)
+        if live:
+            sim.update_point(row["id"], status="live")
+    sys.stdout.write(row["id"] + "\n")
+
+
+@app.command()
+def checkpoint(
+    file: Annotated[Path | None, typer.Argument(help="JSON list of {content, wing?, room?} (default: stdin).")] = None,
+    agent: Annotated[str, typer.Option(help="Agent name recorded as the provenance subject.")] = "checkpoint",
+    threshold: Annotated[float, typer.Option(help="Semantic dedup threshold (1.0 disables).")] = 0.95,
+    db: DbOpt = None,
+) -> None:
+    """File checkpoint items with hash and semantic dedup; prints ``{filed, duplicates}``."""
+    from tortoise_sim import CheckpointValidationError, QuotaError
+
+    items = _load_json_input(file)
+    with cli_errors(CheckpointValidationError, QuotaError, ValueError):
+        res = open_sim(db).checkpoint(items, agent_name=agent, threshold=threshold)
+    _print_json(res)
+
+
+@app.command("diary-write")
+def diary_write_cmd(
+    agent: Annotated[str, typer.Argument()], entry: Annotated[str, typer.Argument()],
+    topic: Annotated[str | None, typer.Option()] = None, wing: Annotated[str | None, typer.Option()] = None,
+    db: DbOpt = None,
+) -> None:
+    """Write a diary entry for an agent."""
+    row = open_sim(db).diary_write(agent, entry, topic=topic, wing=wing)
+    sys.stdout.write(row["id"] + "\n")
+
+
+@app.command("diary-read")
+def diary_read_cmd(
+    agent: Annotated[str, typer.Argument()], last_n: Annotated[int, typer.Option()] = 10,
+    wing: Annotated[str | None, typer.Option()] = None, db: DbOpt = None,
+) -> None:
+    """Read an agent's newest diary entries (no status filter, no relevance)."""
+    rows = open_sim(db).diary_read(agent, last_n=last_n, wing=wing)
+    _print_json([{k: v for k, v in r.items() if k != "embedding"} for r in rows])
+
+
+@app.command()
+def retract(
+    point_id: Annotated[str, typer.Argument()],
+    valid_to: Annotated[str | None, typer.Option(help="ISO-8601 end of validity.")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Preview without writing.")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Retract (tombstone) a point: guarded, single-shot, event before the compare-and-swap."""
+    from tortoise_sim import LifecycleError
+
+    path = db_path(db)
+    if not path.exists():
+        raise fail(f"{path}:1: no Tortoise store")
+    try:
+        res = open_sim(path).retract_point(point_id, valid_to=valid_to, dry_run=dry_run)
+    except LifecycleError as exc:
+        raise fail(f"{point_id}:1: {exc.code}") from None
+    _print_json({k: v for k, v in res.items() if k != "embedding"})
+
+
+@app.command()
+def supersede(old_id: Annotated[str, typer.Argument()], new_id: Annotated[str, typer.Argument()],
+              db: DbOpt = None) -> None:
+    """Supersede OLD by NEW (edges move, CORRECTS trail)."""
+    from tortoise_sim import LifecycleError
+
+    try:
+        res = open_sim(db, must_exist=True).supersede_point(old_id, new_id)
+    except LifecycleError as exc:
+        raise fail(f"{old_id}:1: {exc.code}") from None
+    except FileNotFoundError as exc:
+        raise fail(f"{exc}:1: missing store") from None
+    _print_json(res)
+
+
+@app.command()
+def show(point_id: Annotated[str, typer.Argument()], db: DbOpt = None) -> None:
+    """Print one Point (embedding omitted)."""
+    try:
+        row = open_sim(db, must_exist=True).get_point(point_id)
+    except FileNotFoundError as exc:
+        raise fail(f"{exc}:1: missing store") from None
+    if row is None:
+        raise fail(f"{point_id}:1: no such point")
+    _print_json({k: v for k, v in row.items() if k != "embedding"})
+
+
+@app.command()
+def feed(db: DbOpt = None, last: Annotated[int, typer.Option(help="Only the last N events.")] = 50) -> None:
+    """Print the GraphEvent feed (seq, type, payload)."""
+    try:
+        rows = open_sim(db, must_exist=True).store.feed()
+    except FileNotFoundError as exc:
+        raise fail(f"{exc}:1: missing store") from None
+    for r in rows[-last:]:
+        sys.stdout.write(json.dumps({"seq": r["seq"], "type": r["type"], "payload": r["payload"]}) + "\n")
+
 
 # Dream / EP commands live in their own module and register themselves on ``app`` (kept last on purpose).
 from harness.commands import tortoise_dream as _tortoise_dream  # noqa: E402,F401
