@@ -2,7 +2,86 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+
+from harness.commands import fail
 
 app = typer.Typer(help="Benchmarks measured side by side in one run: selectors, cbr-loop, cost. Each writes "
                        "benchmarks/results/<name>.{json,md,png}.", no_args_is_help=True)
+console = Console(highlight=False)
+
+QuickOpt = Annotated[bool, typer.Option("--quick", help="Small sizes (about a minute); results go to "
+                                                        "benchmarks/results/quick unless --out is given.")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Output directory (default benchmarks/results).")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="World / sampling seed.")]
+ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")]
+
+
+def _finish(paths: list[Path]) -> None:
+    for p in paths:
+        console.print(f"wrote {p}")
+
+
+def _run(fn, out: Path | None, quick: bool, progress: bool, **kw) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.common import default_out_dir, progress_bar
+
+    out_dir = out or default_out_dir(quick)
+    try:
+        with progress_bar(progress) as track:
+            paths = fn(out_dir, quick=quick, track=track, **kw)
+    except (OSError, ValueError) as exc:
+        raise fail(f"{type(exc).__name__}: {exc}") from None
+    _finish(paths)
+
+
+@app.command()
+def selectors(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    cases: Annotated[int | None, typer.Option(help="Bank size (default 2000; quick 300).")] = None,
+    queries: Annotated[int | None, typer.Option(help="Number of queries (default 300; quick 30).")] = None,
+    data_dir: Annotated[Path | None, typer.Option(
+        help="AgentFly corpora directory for the corpus section (default: $MEMSIM_AGENTFLY_DATA or "
+             "../shared/data/agentfly; skipped when absent).")] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Rank the synthetic case bank with NP (pooler, mean), PM classifier rows, BM25, hybrid RRF, recency, random
+    and an oracle; Recall@1/4/8, nDCG@10, MRR, negative share of the top 8; plus the real-corpus section."""
+    from benchmarks import selectors as mod
+
+    _run(mod.run, out, quick, progress, seed=seed, n_cases=cases, n_queries=queries, data_dir=data_dir)
+
+
+@app.command("cbr-loop")
+def cbr_loop(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    rounds: Annotated[int | None, typer.Option(help="Rounds R (default 5; quick 2).")] = None,
+    per_round: Annotated[int | None, typer.Option(help="Questions per round (default 40; quick 6).")] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Learning curves of the NP and PM drivers (offline scripted planner and judge) vs no memory and an oracle,
+    plus a sweep of K in {1, 2, 4, 8, 16}. The planner is a scripted policy: curves show mechanism effects."""
+    from benchmarks import cbr_loop as mod
+
+    _run(mod.run, out, quick, progress, seed=seed, rounds=rounds, per_round=per_round)
+
+
+@app.command()
+def cost(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    progress: ProgressOpt = True,
+) -> None:
+    """Per-query latency as the bank grows (NP faithful/cached, numpy bound, FAISS, PM upstream/cached), Tortoise
+    volunteer latency on Kuzu, Fractal instruction and session-file growth; prints every measured ratio."""
+    from benchmarks import cost as mod
+
+    _run(mod.run, out, quick, progress, seed=seed, echo=console.print)

@@ -1,0 +1,54 @@
+"""``memsim bench selectors|cbr-loop|cost --quick`` each run in under a minute and write json/md/png."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+runner = CliRunner()
+
+
+def _run(args: list[str], out) -> tuple[dict, str, float]:
+    t0 = time.perf_counter()
+    res = runner.invoke(app, ["bench", *args, "--quick", "--no-progress", "--out", str(out)])
+    dt = time.perf_counter() - t0
+    assert res.exit_code == 0, res.output
+    name = args[0]
+    for ext in ("json", "md", "png"):
+        assert (out / f"{name}.{ext}").stat().st_size > 0
+        assert f"{name}.{ext}" in res.output  # every output path is printed
+    payload = json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
+    meta = payload["meta"]
+    assert meta["quick"] is True and meta["seeds"] and meta["machine"]["versions"]["numpy"]
+    return payload, (out / f"{name}.md").read_text(encoding="utf-8"), dt
+
+
+@pytest.mark.slow
+def test_bench_selectors_quick(tmp_path) -> None:
+    payload, md, dt = _run(["selectors"], tmp_path)
+    rows = {r["selector"]: r for r in payload["rows"]}
+    assert dt < 60
+    # the oracle is an upper bound and random a floor, on every ranking metric
+    for m in ("R@8", "nDCG@10", "MRR"):
+        assert rows["oracle (hidden truth)"][m] >= max(r[m] for r in payload["rows"]) - 1e-12
+        assert rows["NP mean-pooling"][m] > rows["random"][m]
+    assert rows["NP faithful (pooler)"]["faithful_check_identical_top8"] == \
+        rows["NP faithful (pooler)"]["faithful_check_queries"]
+    assert "| selector |" in md
+
+
+@pytest.mark.slow
+def test_bench_cost_quick(tmp_path) -> None:
+    payload, md, dt = _run(["cost"], tmp_path)
+    assert dt < 60
+    rows = payload["np"]["rows"]
+    measured = [r for r in rows if r["np_faithful_measured"]]
+    assert measured and all(r["np_cached_ms"] < r["np_faithful_ms"] for r in measured)
+    assert payload["pm"]["max_abs_score_diff"] <= 1e-5
+    assert any("faster than NP faithful" in r["text"] for r in payload["ratios"])
+    assert "### Ratios measured in this run" in md
