@@ -1,8 +1,215 @@
-"""``memsim fractal ...``: Fractal session memory (spec: shared/spec/fractal.md)."""
+"""``memsim fractal ...``: Fractal session memory (spec: shared/spec/fractal.md).
+
+Commands mirror upstream Fractal's session tools: ``replay`` (run a scripted conversation through
+``FractalRuntime`` with the offline ``ScriptedAgent``), ``sessions`` (``/sessions``), ``show`` (what the next turn
+would receive) and ``usage`` (``/usage``). The state directory is upstream's (``FRACTAL_STATE_HOME``,
+``XDG_STATE_HOME``, ``~/.local/state/fractal``) unless ``--state-dir`` is given. Errors print one line and exit 1.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.commands import fail
 
 app = typer.Typer(help="Fractal session memory: replay scripted turns, list, show and meter saved sessions.",
                   no_args_is_help=True)
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="Workspace directory (sessions are keyed by "
+                                                                       "its resolved path).")]
+StateDirOpt = Annotated[Path | None, typer.Option(
+    "--state-dir", help="State directory (default: $FRACTAL_STATE_HOME, $XDG_STATE_HOME/fractal or "
+                        "~/.local/state/fractal).")]
+
+
+def _load_script(path: Path) -> Any:
+    from fractal_sim.agent import ScriptError, parse_replay_script
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(f"{path}: cannot read script: {exc}") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f"{mark.line + 1}: " if mark is not None else ""
+            raise fail(f"{path}:{line}invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise fail(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    try:
+        return parse_replay_script(data)
+    except ScriptError as exc:
+        raise fail(f"{path}: {exc}") from None
+
+
+def _workspace(path: Path, *, must_exist: bool = True) -> Path:
+    if must_exist and not path.is_dir():
+        raise fail(f"{path}: workspace directory does not exist")
+    return path
+
+
+def _resume(workspace: Path, session_id: str, state_dir: Path | None) -> Any:
+    """``runtime.resume`` with the spec's warnings shown as one ``warning:`` line each."""
+    from fractal_sim import FractalRuntime, ScriptedAgent
+
+    runtime = FractalRuntime(workspace, agent=ScriptedAgent(), state_dir=state_dir)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            runtime.resume(session_id)
+        except (ValueError, FileNotFoundError) as exc:
+            raise fail(str(exc)) from None
+    for w in caught:
+        err_console.print(f"[yellow]warning:[/] {w.message}")
+    return runtime
+
+
+def _turn_status(runtime: Any) -> tuple[str, str]:
+    turn = runtime.session.state.summary.turns[-1]
+    if turn.agent is None:
+        return "pending", ""
+    return turn.agent.status, turn.agent.error or ""
+
+
+@app.command()
+def replay(
+    script: Annotated[Path, typer.Argument(help="JSON or YAML script of turns (see fractal_sim.agent."
+                                                "parse_replay_script).")],
+    workspace: WorkspaceOpt,
+    state_dir: StateDirOpt = None,
+    resume: Annotated[str | None, typer.Option(help="Continue this stored session instead of a new one.")] = None,
+    create: Annotated[bool, typer.Option("--create/--no-create", help="Create the workspace if missing.")] = True,
+) -> None:
+    """Run a scripted conversation through FractalRuntime with the offline ScriptedAgent.
+
+    Each turn's actions really run on the workspace (reads, writes, safe replaces, deletes; commands are only
+    recorded) and emit the sandbox hook events; the session is saved twice per turn exactly as upstream."""
+    from rich.progress import Progress
+
+    from fractal_sim import FractalRuntime, ScriptedAgent
+
+    parsed = _load_script(script)
+    if create:
+        try:
+            workspace.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise fail(f"{workspace}: cannot create workspace: {exc}") from None
+    _workspace(workspace)
+    for rel, text in parsed.files.items():
+        target = (workspace / rel).resolve()
+        if workspace.resolve() not in target.parents:
+            raise fail(f"{script}: files: {rel!r} is outside the workspace")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    agent = ScriptedAgent([t.script for t in parsed.turns])
+    runtime = FractalRuntime(workspace, agent=agent, state_dir=state_dir)
+    if resume is not None:
+        runtime = _resume(workspace, resume, state_dir)
+        runtime.agent = agent
+    counts: dict[str, int] = {}
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("replaying turns", total=len(parsed.turns))
+        for i, turn in enumerate(parsed.turns, start=1):
+            agent.clear_interrupt()
+            outcome = ""
+            try:
+                asyncio.run(runtime.submit(turn.message, interrupt_requested=agent.interrupt_requested))
+            except asyncio.CancelledError as exc:
+                outcome = f"CancelledError{': ' + str(exc) if str(exc) else ''}"
+            except Exception as exc:  # noqa: BLE001 - an agent failure is a turn outcome, reported per turn
+                outcome = f"{type(exc).__name__}: {exc}"
+            status, error = _turn_status(runtime)
+            counts[status] = counts.get(status, 0) + 1
+            detail = f"  ({outcome})" if outcome and outcome != f"RuntimeError: {error}" else ""
+            err = f"  error: {error}" if error else ""
+            progress.console.print(f"turn {i:>3} {status:<14} {turn.message[:60]!r}{err}{detail}")
+            progress.advance(task)
+    console.print(f"session {runtime.session.session_id}: {len(parsed.turns)} turns "
+                  f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")
+    console.print(f"saved {runtime.session_file()}")
+
+
+@app.command()
+def sessions(workspace: WorkspaceOpt, state_dir: StateDirOpt = None,
+             as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False) -> None:
+    """List stored sessions of a workspace, newest first (upstream /sessions)."""
+    from fractal_sim import list_sessions
+    from fractal_sim.store import format_session_list, sessions_dir
+
+    rows = list_sessions(workspace, state_dir)
+    if as_json:
+        console.print(json.dumps([r.model_dump() for r in rows], indent=2))
+    else:
+        console.print(format_session_list(rows))
+    console.print(f"sessions dir {sessions_dir(workspace, state_dir)}")
+
+
+@app.command()
+def show(
+    session_id: Annotated[str, typer.Argument(help="Session id (the file name without .json).")],
+    workspace: WorkspaceOpt,
+    state_dir: StateDirOpt = None,
+    counter: Annotated[str, typer.Option(help="Token counter for the estimate: minilm (MiniLM WordPiece "
+                                              "tokenizer), chars4 or cl100k-bundled.")] = "minilm",
+    instructions: Annotated[bool, typer.Option("--instructions/--no-instructions",
+                                               help="Print the full instruction text.")] = True,
+) -> None:
+    """Show a stored session: the rendered summary, the history payload, the next turn's instructions and a
+    context estimate. Loading follows upstream /resume (a rejected file shows as an empty session, warned)."""
+    from fractal_sim.context_meter import COUNTERS, ContextMeter, CounterUnavailable
+    from fractal_sim.signature import build_edit_workspace_signature, load_workspace_instructions
+
+    if counter not in COUNTERS:
+        raise fail(f"unknown counter {counter!r}; choose one of {', '.join(COUNTERS)}")
+    runtime = _resume(workspace, session_id, state_dir)
+    session = runtime.session
+    console.rule("rendered session summary")
+    console.print(session.summary(), markup=False)
+    payload = session.session_history_payload()
+    table = Table(title=f"history payload ({len(payload)} of max 20 turns; summary has "
+                        f"{len(session.state.summary.turns)})")
+    for col in ("turn", "status", "read", "modified", "commands", "trace", "message"):
+        table.add_column(col, overflow="fold")
+    for h in payload:
+        table.add_row(h.turn_id[:13], h.status, str(len(h.files_read)), str(len(h.files_modified)),
+                      str(len(h.commands_run)), h.trace.status if h.trace else "-", h.user_message[:40])
+    console.print(table)
+    if instructions:
+        sig = build_edit_workspace_signature(session.summary(), load_workspace_instructions(runtime.workspace_path))
+        console.rule(f"instructions of {sig.__name__} for the next turn")
+        console.print(sig.instructions, markup=False)
+    try:
+        est = ContextMeter(counter).estimate_runtime(runtime)
+        console.print(f"~{est.tokens} ctx ({est.counter}; system {est.system_chars} chars, user {est.user_chars} "
+                      f"chars, session_history {est.history_json_chars} chars)")
+    except CounterUnavailable as exc:
+        err_console.print(f"[yellow]warning:[/] no context estimate: {exc}")
+    console.print(f"session file {runtime.session_file()}")
+
+
+@app.command()
+def usage(session_id: Annotated[str, typer.Argument(help="Session id.")], workspace: WorkspaceOpt,
+          state_dir: StateDirOpt = None) -> None:
+    """Usage totals of a stored session (upstream /usage)."""
+    from fractal_sim.session import format_usage
+
+    runtime = _resume(workspace, session_id, state_dir)
+    console.print(format_usage(runtime.session.usage_totals()), markup=False)
+    console.print(f"session file {runtime.session_file()}")
