@@ -29,11 +29,11 @@ FaultHook = Callable[[str], None]
 class JsonlLineError(ValueError):
     """A JSONL line that a strict reader cannot accept; carries the file and 1-based physical line number."""
 
-    def __init__(self, path: str | os.PathLike[str], lineno: int, message: str):
+    def __init__(self, path: str | os.PathLike[str], lineno: int, message: str, display: str | None = None):
         self.path = str(path)
         self.lineno = lineno
         self.message = message
-        super().__init__(f"{self.path}:{lineno}: {message}")
+        super().__init__(display if display is not None else f"{self.path}:{lineno}: {message}")
 
 
 # --------------------------------------------------------------------------------------------------- writing
