@@ -564,6 +564,8 @@ def _parse_trace(value: Any, where: str) -> Any:
     known = {"status", "model", "iterations", "duration_ms", "usage_main", "usage_sub", "step_input_tokens"}
     unknown = set(value) - known
     _need(not unknown, where, f"unknown trace keys {sorted(unknown)}")
+    _need(value.get("status", "completed") in ("in_progress", "completed", "max_iterations", "error"), where,
+          "status must be in_progress, completed, max_iterations or error")
     try:
         return TraceSpec(status=value.get("status", "completed"), model=value.get("model", "scripted"),
                          iterations=value.get("iterations"), duration_ms=value.get("duration_ms", 0),
