@@ -38,7 +38,7 @@ def summary_length_law(n: int, u: int = 100, r: int = 200) -> int:
 @claim("FRA-41", design=DESIGN, record="MEM-OBJ-session-summary; MEM-RTE-session-context", kind="consequence",
        statement="(a) The always-visible summary grows without bound, linearly.")
 def fra_41(ctx: ClaimContext) -> Observation:
-    sizes = (10, 50, 200)
+    sizes = (10, 50) if ctx.quick else (10, 50, 200)  # --quick drops the 200-turn run
     summary_len, instr_len = {}, {}
     for n in sizes:
         sc = Scenario(ctx.tmp_path / f"n{n}")
@@ -49,14 +49,14 @@ def fra_41(ctx: ClaimContext) -> Observation:
             submit(rt, fra41_message())
         summary_len[n] = len(rt.session.summary())
         instr_len[n] = len(rt.agent.calls[n - 1].instructions)
-    per_turn = (summary_len[200] - summary_len[50]) / 150
+    per_turn = (summary_len[sizes[-1]] - summary_len[sizes[-2]]) / (sizes[-1] - sizes[-2])
     return Observation.compare(
-        {"summary_chars": {"10": 4629, "50": 23109, "200": 92510},
+        {"summary_chars": {k: v for k, v in {"10": 4629, "50": 23109, "200": 92510}.items() if int(k) in sizes},
          "law": {str(n): summary_length_law(n) for n in sizes}},
         {"summary_chars": {str(n): summary_len[n] for n in sizes},
          "law": {str(n): summary_len[n] for n in sizes}},
         measured={"instruction_chars_at_call_n": {str(n): instr_len[n] for n in sizes},
-                  "chars_per_turn_50_to_200": per_turn})
+                  "chars_per_turn_last_interval": per_turn})
 
 
 @claim("FRA-42", design=DESIGN, record="MEM-OBJ-session-history; MEM-RTE-session-context", kind="consequence",
