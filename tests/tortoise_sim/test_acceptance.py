@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.tortoise_sim.conftest import ask, make_sim, t0
+from tests.tortoise_sim.simkit import ask, make_sim, t0
 from tortoise_sim.capture import redact, session_event_id
 from tortoise_sim.digest import CLOSING_HINT, DIGEST_TITLE, HEADINGS, render_digest
 from tortoise_sim.hooks import format_hook_output

@@ -1,6 +1,6 @@
-from __future__ import annotations
+"""Shared helpers for the tortoise_sim part-1 tests."""
 
-import pytest
+from __future__ import annotations
 
 from tortoise_sim import SimConfig, StepClock, Tortoise
 
@@ -22,8 +22,3 @@ def t0(sim, kind, content, **kw):
 
 def ask(text):
     return [{"role": "user", "content": text}]
-
-
-@pytest.fixture
-def sim():
-    return make_sim()
