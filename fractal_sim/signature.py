@@ -156,6 +156,12 @@ def signature_instructions(signature: Any) -> str:
     return signature.instructions
 
 
-#: The signature for the empty-session text (upstream ``EditWorkspace``), built lazily on first access.
 def edit_workspace_signature() -> Any:
+    """The signature for the empty-session text (upstream ``EditWorkspace``)."""
     return build_edit_workspace_signature("")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EditWorkspace":  # built lazily so importing this module does not import dspy
+        return edit_workspace_signature()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

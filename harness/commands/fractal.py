@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harness.commands import fail
+from harness.commands import cli_errors, fail
 
 app = typer.Typer(help="Fractal session memory: replay scripted turns, list, show and meter saved sessions.",
                   no_args_is_help=True)
@@ -81,6 +81,15 @@ def _resume(workspace: Path, session_id: str, state_dir: Path | None) -> Any:
     return runtime
 
 
+def _under(filename: Any, root: Path) -> bool:
+    if not filename:
+        return False
+    try:
+        return Path(filename).resolve().is_relative_to(root.resolve())
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 def _turn_status(runtime: Any) -> tuple[str, str]:
     turn = runtime.session.state.summary.turns[-1]
     if turn.agent is None:
@@ -124,6 +133,7 @@ def replay(
         runtime = _resume(workspace, resume, state_dir)
         runtime.agent = agent
     counts: dict[str, int] = {}
+    state_root = runtime.session_file().parents[3]
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("replaying turns", total=len(parsed.turns))
         for i, turn in enumerate(parsed.turns, start=1):
@@ -134,6 +144,8 @@ def replay(
             except asyncio.CancelledError as exc:
                 outcome = f"CancelledError{': ' + str(exc) if str(exc) else ''}"
             except Exception as exc:  # noqa: BLE001 - an agent failure is a turn outcome, reported per turn
+                if isinstance(exc, OSError) and _under(getattr(exc, "filename", None), state_root):
+                    raise fail(f"turn {i}: cannot save the session: {exc}") from None
                 outcome = f"{type(exc).__name__}: {exc}"
             status, error = _turn_status(runtime)
             counts[status] = counts.get(status, 0) + 1
@@ -153,7 +165,8 @@ def sessions(workspace: WorkspaceOpt, state_dir: StateDirOpt = None,
     from fractal_sim import list_sessions
     from fractal_sim.store import format_session_list, sessions_dir
 
-    rows = list_sessions(workspace, state_dir)
+    with cli_errors():
+        rows = list_sessions(workspace, state_dir)
     if as_json:
         console.print(json.dumps([r.model_dump() for r in rows], indent=2))
     else:
@@ -178,7 +191,8 @@ def show(
 
     if counter not in COUNTERS:
         raise fail(f"unknown counter {counter!r}; choose one of {', '.join(COUNTERS)}")
-    runtime = _resume(workspace, session_id, state_dir)
+    with cli_errors():
+        runtime = _resume(workspace, session_id, state_dir)
     session = runtime.session
     console.rule("rendered session summary")
     console.print(session.summary(), markup=False)
@@ -210,6 +224,7 @@ def usage(session_id: Annotated[str, typer.Argument(help="Session id.")], worksp
     """Usage totals of a stored session (upstream /usage)."""
     from fractal_sim.session import format_usage
 
-    runtime = _resume(workspace, session_id, state_dir)
+    with cli_errors():
+        runtime = _resume(workspace, session_id, state_dir)
     console.print(format_usage(runtime.session.usage_totals()), markup=False)
     console.print(f"session file {runtime.session_file()}")

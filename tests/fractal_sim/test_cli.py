@@ -106,3 +106,11 @@ def test_show_rejected_file_warns_and_shows_empty(tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert "warning: Ignoring malformed Fractal session at" in result.output
     assert "No prior Fractal session context." in result.output
+
+
+def test_unwritable_state_dir_is_one_line_error(tmp_path: Path) -> None:
+    state = tmp_path / "statefile"
+    state.write_text("not a directory")
+    result = invoke("replay", str(FIXTURE), "-w", str(tmp_path / "ws"), "--state-dir", str(state))
+    assert result.exit_code == 1 and "turn 1: cannot save the session" in result.output
+    assert "Traceback" not in result.output
