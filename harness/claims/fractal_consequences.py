@@ -72,13 +72,16 @@ def fra_42(ctx: ClaimContext) -> Observation:
         scripts += [TurnScript([Read(f"mod_{i:02d}.py")], Return("Read the requested module.", []))
                     for i in range(2, 31)]
         rt = sc.runtime(*scripts)
+        file_mentions_after_30 = -1
         for i in range(1, 32):
             submit(rt, "Look at the module for this step." if i != 31 else "What was the secret module?")
+            if i == 30:
+                file_mentions_after_30 = rt.session_file().read_text().count("alpha_secret.py")
         visible = [("alpha_secret.py" in c.model_visible_text()) for c in rt.agent.calls]
         detail = [("alpha_secret.py" in json.dumps(c.inputs_json["session_history"])) for c in rt.agent.calls]
         t1 = rt.session.state.summary.turns[0].agent
         return {"visible": visible, "in_history_input": detail, "rt": rt, "sc": sc,
-                "file_mentions": rt.session_file().read_text().count("alpha_secret.py"),
+                "file_mentions": file_mentions_after_30,
                 "turn1_files_read_count": t1.files_read_count,
                 "workspace_has_file": (sc.ws / "alpha_secret.py").is_file()}
 
