@@ -381,9 +381,13 @@ class ScriptedAgent:
             emit("os.pwrite", "before", [fd, len(data), 0])
             try:
                 written = os.pwrite(fd, data, 0)
+            except OSError as exc:
+                emit("os.pwrite", "error", [fd, len(data), 0], error=repr(exc))
+                return
+            else:
+                emit("os.pwrite", "after", [fd, len(data), 0], result=written)
             finally:
                 os.close(fd)
-            emit("os.pwrite", "after", [fd, len(data), 0], result=written)
             emit("os.replace", "before", [tmp, action.path])
             try:
                 os.replace(root / tmp, root / action.path)
