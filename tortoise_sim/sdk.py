@@ -36,7 +36,7 @@ class Tortoise:
         config: SimConfig | None = None,
         encoder: Any = None,
         clock: Callable[[], datetime] | None = None,
-        seed: int = 0,
+        seed: int | None = 0,
         faults: FaultHooks | None = None,
         extractor: Any = DEFAULT_EXTRACTOR,
         record_store: RecordStore | None = None,

@@ -9,6 +9,7 @@ Public API used by the other modules (and by part 2, ``ep.py`` / ``dream.py``) -
 
 Infrastructure
 - ``TortoiseStore(path=None, *, config=SimConfig(), encoder=None, clock=None, seed=0, faults=None)``
+  (``seed=None`` = non-deterministic ids, used by the CLI)
 - ``.cfg`` (SimConfig), ``.faults`` (FaultHooks), ``.rng`` (random.Random), ``.clock()`` (aware UTC datetime)
 - ``.now() -> str`` ISO-8601 microseconds ``+00:00``; ``.new_id() -> str`` (``<epoch_ms:012x>-<12 hex>``)
 - ``.query(cypher, params=None) -> list[dict]``; ``.execute(cypher, params=None) -> None``
@@ -32,7 +33,8 @@ Reads
 Writes
 - ``.set_point_props(id, props)``: SET whitelisted Point columns (None => NULL)
 - ``.set_edge_messages(rel, src_id, tgt_id, msg=None, back=None, idx=None)``: write an edge's messages
-- ``.emit_event(type, payload, snapshot=None)``: best-effort graph feed + optional JSONL journal (§5.1)
+- ``.emit_event(type, payload, snapshot=None)``: best-effort graph feed + optional JSONL journal (§5.1);
+  inside ``transaction()`` both sinks run after COMMIT (dropped on rollback)
 - ``.journal(type, payload)``: journal-only line (``EntityMutated``)
 - ``.mark_dirty(ids) -> int`` (alias ``_mark_dirty``): bumps ``EpMeta.ep_version`` once, flags ids and the
   co-inputs of operators with an edge to them, adds them to ``.dirty_roots``; returns the new epoch
@@ -171,7 +173,7 @@ class TortoiseStore:
         config: SimConfig | None = None,
         encoder: Any = None,
         clock: Callable[[], datetime] | None = None,
-        seed: int = 0,
+        seed: int | None = 0,
         faults: FaultHooks | None = None,
     ) -> None:
         self.cfg = config or SimConfig()
@@ -183,7 +185,8 @@ class TortoiseStore:
             self.db = kuzu.Database(":memory:")
         self.conn = kuzu.Connection(self.db)
         self.clock: Callable[[], datetime] = clock or _system_clock
-        self.rng = random.Random(seed)
+        # seed=None: fresh randomness (CLI processes sharing one on-disk store must not repeat ids)
+        self.rng = random.Random(seed if seed is not None else random.SystemRandom().getrandbits(64))
         self.faults = faults or FaultHooks()
         if encoder is not None:
             self.encoder: Any = encoder
@@ -199,6 +202,7 @@ class TortoiseStore:
         self.ingest_dream_hook: Callable[[TortoiseStore, list[str]], dict | None] | None = None
         self.confidence_hook: Callable[[TortoiseStore, str], dict] | None = None
         self._tx_depth = 0
+        self._pending: list[Callable[[], None]] = []
         self.migrate()
 
     # ------------------------------------------------------------------ infrastructure
@@ -255,15 +259,22 @@ class TortoiseStore:
             return
         self.conn.execute("BEGIN TRANSACTION")
         self._tx_depth = 1
+        self._pending = []
         try:
             yield
         except BaseException:
             self._tx_depth = 0
+            self._pending = []
             with contextlib.suppress(Exception):
                 self.conn.execute("ROLLBACK")
             raise
         self._tx_depth = 0
         self.conn.execute("COMMIT")
+        # Best-effort side channels run after the mutation committed (spec §2.5 item 7, §5): a failing feed
+        # write inside the transaction would otherwise make Kuzu roll the mutation back.
+        pending, self._pending = self._pending, []
+        for fn in pending:
+            fn()
 
     def fault(self, step: str) -> None:
         if self.faults.step is not None:
@@ -409,13 +420,24 @@ class TortoiseStore:
         self.execute(f"MATCH (a:Point {{id:$s}})-[r:{rel}]->(b {{id:$t}}){where} SET {', '.join(sets)}", params)
 
     def emit_event(self, type_: str, payload: dict[str, Any], snapshot: dict[str, Any] | None = None) -> None:
-        """Spec §5.1: two independent best-effort sinks; a failure is recorded and the mutation stands."""
+        """Spec §5.1: two independent best-effort sinks; a failure is recorded and the mutation stands.
+
+        Called inside ``transaction()``, both sinks are deferred until the transaction committed (and dropped
+        if it rolled back), so a sink failure can never undo the mutation."""
         ts = self.now()
+        if self._tx_depth:
+            self._pending.append(lambda: self._emit_now(type_, payload, snapshot, ts))
+            return
+        self._emit_now(type_, payload, snapshot, ts)
+
+    def _emit_now(self, type_: str, payload: dict[str, Any], snapshot: dict[str, Any] | None, ts: str) -> None:
         try:
             if type_ in self.faults.fail_graph_feed:
                 raise FaultInjected(f"graph feed {type_}")
             self.fault("event.feed")
             eid = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
+            while self.query("MATCH (e:GraphEvent {event_id:$e}) RETURN e.seq AS s", {"e": eid}):
+                eid = uuid.uuid4().hex  # another process with the same seed wrote this id already
             with self.transaction():
                 rows = self.query(
                     "MATCH (m:GraphEventMeta {key:'feed'}) SET m.last_seq = m.last_seq + 1, "
@@ -437,6 +459,10 @@ class TortoiseStore:
         """Optional JSONL journal (only when ``event_log_path`` is set); best-effort."""
         path = self.cfg.event_log()
         if path is None:
+            return
+        if self._tx_depth:
+            stamp = ts or self.now()
+            self._pending.append(lambda: self.journal(type_, payload, snapshot=snapshot, ts=stamp))
             return
         try:
             if type_ in self.faults.fail_journal:

@@ -53,7 +53,7 @@ def open_sim(db: Path | None, preset: str = "analysed", *, must_exist: bool = Fa
     if must_exist and not path.exists():
         raise FileNotFoundError(f"no Tortoise store at {path}")
     cfg = SimConfig.preset(preset)
-    return Tortoise(path, config=cfg, encoder=_LazyEncoder())
+    return Tortoise(path, config=cfg, encoder=_LazyEncoder(), seed=None)
 
 
 def _print_json(obj: Any) -> None:
