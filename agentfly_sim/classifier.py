@@ -175,6 +175,7 @@ class CachedCaseScorer:
         self._cached = copy.copy(retriever)
         self._cached.cache_case_vectors = True
         self._cached._case_vecs = {}
+        self._cached.cases_encoded = 0
 
     @property
     def cases_encoded(self) -> int:

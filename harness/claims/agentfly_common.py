@@ -99,3 +99,66 @@ def read_rows(path: Path | str) -> list[dict[str, Any]]:
         return []
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+# ------------------------------------------------------------------------------------------ scenario helpers
+_CKPTS: dict[int, Path] = {}
+
+
+def untrained_checkpoint(seed: int = 0) -> Path:
+    """A seeded untrained MiniLM classifier checkpoint, written once per process (an input artefact, ~92 MB)."""
+    import atexit
+    import tempfile
+
+    if seed not in _CKPTS:
+        from agentfly_sim.classifier import make_untrained_checkpoint
+
+        d = Path(tempfile.mkdtemp(prefix="memsim-agf-ckpt-"))
+        atexit.register(shutil.rmtree, d, True)
+        _CKPTS[seed] = Path(make_untrained_checkpoint(d / f"untrained_{seed}.pt", seed=seed))
+    return _CKPTS[seed]
+
+
+def set_threads() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def plan_text(*steps: str, compact: bool = True) -> str:
+    plan = {"plan": [{"id": i, "description": s} for i, s in enumerate(steps, 1)]}
+    return json.dumps(plan, separators=(",", ":")) if compact else json.dumps(plan)
+
+
+def pm_rows(labels: list[str], prefix: str = "Case") -> list[dict[str, Any]]:
+    return [{"case": f"{prefix} question {i}?", "plan": plan_text(f"step for {prefix.lower()} {i}"),
+             "case_label": lab} for i, lab in enumerate(labels)]
+
+
+def np_rows(rewards: list[int | None], prefix: str = "Which city hosts landmark") -> list[dict[str, Any]]:
+    rows = []
+    for i, r in enumerate(rewards):
+        row: dict[str, Any] = {"question": f"{prefix} {i}?", "plan": plan_text(f"look up landmark {i}")}
+        if r is not None:
+            row["reward"] = r
+        rows.append(row)
+    return rows
+
+
+def questions(n: int, prefix: str = "What is the answer to synthetic question") -> list[dict[str, Any]]:
+    return [{"question": f"{prefix} {i}?", "ground_truth": f"answer {i}", "data_source": "synthetic"}
+            for i in range(n)]
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return path
+
+
+def quiet() -> Any:
+    import io
+
+    return io.StringIO()

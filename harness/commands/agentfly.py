@@ -186,12 +186,15 @@ def run(
     cached: Annotated[bool, typer.Option(
         "--cached", help="Simulator option: NP cached-index mode / PM cached case vectors.")] = False,
     data_dir: Annotated[Path | None, typer.Option("--data_dir", help="AgentFly corpora directory.")] = None,
+    executor: Annotated[str, typer.Option(
+        "--executor", help="Scripted executor: default ('Result of task N') or empty (always an empty reply: "
+                           "shows the bounded executor loop, exit 3).")] = "default",
 ) -> None:
     """Run the NP or PM benchmark loop offline with scripted dspy agents; prints the paths it wrote."""
     _torch_threads()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from agentfly_sim.agents import ScriptedJudge, ScriptedPlanner
+    from agentfly_sim.agents import ScriptedExecutor, ScriptedJudge, ScriptedPlanner
     from agentfly_sim.bank import load_dataset
     from agentfly_sim.driver import DriverConfig, NPDriver, PMDriver
     from agentfly_sim.errors import DriverStartupError, ExecutorStalled
@@ -200,6 +203,8 @@ def run(
 
     if driver not in ("np", "pm"):
         raise fail(f"--driver must be np or pm, not {driver!r}")
+    if executor not in ("default", "empty"):
+        raise fail(f"--executor must be default or empty, not {executor!r}")
     if judge not in ScriptedJudge.MODES:
         raise fail(f"--judge must be one of {', '.join(ScriptedJudge.MODES)}")
     corpora = find_data_dir(data_dir)
@@ -234,7 +239,9 @@ def run(
     cfg = DriverConfig(memory_jsonl_path=f"../memory/{bank_name}", memory_top_k=top_k, limit=limit,
                        np_cached_index=cached, pm_cache_case_vectors=cached)
     agents = offline_agents(planner=ScriptedPlanner(ground_truths=ds.gt_map, p_correct=p_correct, seed=seed),
-                            judge=ScriptedJudge(judge, p=judge_p, seed=seed), seed=seed)
+                            judge=ScriptedJudge(judge, p=judge_p, seed=seed), seed=seed,
+                            executor=ScriptedExecutor(default=(lambda q, sid: {"content": "", "tool_calls": None})
+                                                      if executor == "empty" else None))
     log_path = out / f"driver_{driver}.log"
     n = len(ds.questions) if limit is None else min(limit, len(ds.questions))
     with open(log_path, "a", encoding="utf-8") as log, Progress(
