@@ -337,89 +337,101 @@ class ScriptedAgent:
 
     # -- real effects + hook events (spec 4.8) ------------------------------------------------------------
     def _perform(self, root: Path, action: Any, emit: _HookEmitter) -> None:
-        if isinstance(action, (Read, Write)):
-            reading = isinstance(action, Read)
-            method = "pathlib.Path.read_text" if reading else "pathlib.Path.write_text"
-            mode = "r" if reading else "w"
-            p = action.path
-            emit(method, "before", [p])
-            emit("pathlib.Path.open", "before", [p, mode])
-            try:
-                target = root / p
-                if reading:
-                    target.read_text(encoding="utf-8")
-                else:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_text(action.text, encoding="utf-8")
-            except OSError as exc:
-                emit("pathlib.Path.open", "error", [p, mode], error=repr(exc))
-                emit(method, "error", [p], error=repr(exc))
+        perform_action(root, action, emit, on_interrupt=self._set_interrupt)
+
+    def _set_interrupt(self) -> None:
+        self.interrupt_flag = True
+
+
+def perform_action(root: Path, action: Any, emit: _HookEmitter, *,
+                   on_interrupt: Callable[[], None] | None = None) -> None:
+    """Perform one scripted action for real on the workspace and emit the sandbox's hook events (spec 4.8).
+
+    A failing operation emits ``error`` instead of ``after`` and returns normally (the script continues)."""
+    if isinstance(action, (Read, Write)):
+        reading = isinstance(action, Read)
+        method = "pathlib.Path.read_text" if reading else "pathlib.Path.write_text"
+        mode = "r" if reading else "w"
+        p = action.path
+        emit(method, "before", [p])
+        emit("pathlib.Path.open", "before", [p, mode])
+        try:
+            target = root / p
+            if reading:
+                target.read_text(encoding="utf-8")
             else:
-                emit("pathlib.Path.open", "after", [p, mode])
-                emit(method, "after", [p])
-        elif isinstance(action, Open):
-            kwargs = {"mode": action.mode}
-            emit("builtins.open", "before", [action.path], kwargs=kwargs)
-            try:
-                with open(root / action.path, action.mode):
-                    pass
-            except OSError as exc:
-                emit("builtins.open", "error", [action.path], kwargs=kwargs, error=repr(exc))
-            else:
-                emit("builtins.open", "after", [action.path], kwargs=kwargs)
-        elif isinstance(action, SafeReplace):
-            tmp = action.path + ".tmp"
-            data = action.text.encode("utf-8")
-            emit("os.open", "before", [tmp, _SAFE_REPLACE_FLAGS])
-            try:
-                (root / tmp).parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(root / tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            except OSError as exc:
-                emit("os.open", "error", [tmp, _SAFE_REPLACE_FLAGS], error=repr(exc))
-                return
-            emit("os.open", "after", [tmp, _SAFE_REPLACE_FLAGS], result=fd)
-            emit("os.pwrite", "before", [fd, len(data), 0])
-            try:
-                written = os.pwrite(fd, data, 0)
-            except OSError as exc:
-                emit("os.pwrite", "error", [fd, len(data), 0], error=repr(exc))
-                return
-            else:
-                emit("os.pwrite", "after", [fd, len(data), 0], result=written)
-            finally:
-                os.close(fd)
-            emit("os.replace", "before", [tmp, action.path])
-            try:
-                os.replace(root / tmp, root / action.path)
-            except OSError as exc:
-                emit("os.replace", "error", [tmp, action.path], error=repr(exc))
-            else:
-                emit("os.replace", "after", [tmp, action.path])
-        elif isinstance(action, Delete):
-            emit("os.unlink", "before", [action.path])
-            try:
-                (root / action.path).unlink()
-            except OSError as exc:
-                emit("os.unlink", "error", [action.path], error=repr(exc))
-            else:
-                emit("os.unlink", "after", [action.path])
-        elif isinstance(action, Run):
-            c = action.command
-            emit("subprocess.run", "before", [c])
-            emit("subprocess.Popen", "before", [c])
-            emit("subprocess.Popen", "after", [c])
-            if action.ok:
-                emit("subprocess.run", "after", [c], result=0)
-            else:
-                emit("subprocess.run", "error", [c], error="CalledProcessError(returncode=1)")
-        elif isinstance(action, Emit):
-            emit.raw(action.raw)
-        elif isinstance(action, SetInterrupt):
-            self.interrupt_flag = True
-        elif isinstance(action, Probe):
-            action.fn()
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(action.text, encoding="utf-8")
+        except OSError as exc:
+            emit("pathlib.Path.open", "error", [p, mode], error=repr(exc))
+            emit(method, "error", [p], error=repr(exc))
         else:
-            raise TypeError(f"Unknown scripted action: {action!r}")
+            emit("pathlib.Path.open", "after", [p, mode])
+            emit(method, "after", [p])
+    elif isinstance(action, Open):
+        kwargs = {"mode": action.mode}
+        emit("builtins.open", "before", [action.path], kwargs=kwargs)
+        try:
+            with open(root / action.path, action.mode):
+                pass
+        except OSError as exc:
+            emit("builtins.open", "error", [action.path], kwargs=kwargs, error=repr(exc))
+        else:
+            emit("builtins.open", "after", [action.path], kwargs=kwargs)
+    elif isinstance(action, SafeReplace):
+        tmp = action.path + ".tmp"
+        data = action.text.encode("utf-8")
+        emit("os.open", "before", [tmp, _SAFE_REPLACE_FLAGS])
+        try:
+            (root / tmp).parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(root / tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            emit("os.open", "error", [tmp, _SAFE_REPLACE_FLAGS], error=repr(exc))
+            return
+        emit("os.open", "after", [tmp, _SAFE_REPLACE_FLAGS], result=fd)
+        emit("os.pwrite", "before", [fd, len(data), 0])
+        try:
+            written = os.pwrite(fd, data, 0)
+        except OSError as exc:
+            emit("os.pwrite", "error", [fd, len(data), 0], error=repr(exc))
+            return
+        else:
+            emit("os.pwrite", "after", [fd, len(data), 0], result=written)
+        finally:
+            os.close(fd)
+        emit("os.replace", "before", [tmp, action.path])
+        try:
+            os.replace(root / tmp, root / action.path)
+        except OSError as exc:
+            emit("os.replace", "error", [tmp, action.path], error=repr(exc))
+        else:
+            emit("os.replace", "after", [tmp, action.path])
+    elif isinstance(action, Delete):
+        emit("os.unlink", "before", [action.path])
+        try:
+            (root / action.path).unlink()
+        except OSError as exc:
+            emit("os.unlink", "error", [action.path], error=repr(exc))
+        else:
+            emit("os.unlink", "after", [action.path])
+    elif isinstance(action, Run):
+        c = action.command
+        emit("subprocess.run", "before", [c])
+        emit("subprocess.Popen", "before", [c])
+        emit("subprocess.Popen", "after", [c])
+        if action.ok:
+            emit("subprocess.run", "after", [c], result=0)
+        else:
+            emit("subprocess.run", "error", [c], error="CalledProcessError(returncode=1)")
+    elif isinstance(action, Emit):
+        emit.raw(action.raw)
+    elif isinstance(action, SetInterrupt):
+        if on_interrupt is not None:
+            on_interrupt()
+    elif isinstance(action, Probe):
+        action.fn()
+    else:
+        raise TypeError(f"Unknown scripted action: {action!r}")
 
 
 class _HookEmitter:
@@ -439,15 +451,24 @@ class _HookEmitter:
 
 
 class DspyAgent:
-    """The same adapter over any ``dspy.LM`` through ``dspy.Predict(EditWorkspaceWithSession)``.
+    """The same adapter over any ``dspy.LM``.
+
+    ``mode="predict"`` (default): one ``dspy.Predict(EditWorkspaceWithSession)`` call. ``mode="react"``:
+    ``dspy.ReAct`` over the same signature with three tools (``read_file``, ``write_file``, ``run_command``) routed
+    through the hook-emitting workspace functions of the ScriptedAgent (commands are recorded, never executed).
 
     Trace: ``status="completed"``, ``model=lm.model``, ``iterations`` = LM calls made, usage from the LM's
-    reported prompt/completion tokens and cost (0 when absent). The summary reaches the LM in the system
-    message (signature instructions); the history in the user message (``session_history`` input)."""
+    reported prompt/completion tokens and cost (0 when absent), one step per tool call (react). The summary
+    reaches the LM in the system message (signature instructions); the history in the user message
+    (``session_history`` input)."""
 
-    def __init__(self, lm: Any = None, *, max_iterations: int = DEFAULT_MAX_ITERATIONS) -> None:
+    def __init__(self, lm: Any = None, *, max_iterations: int = DEFAULT_MAX_ITERATIONS,
+                 mode: str = "predict") -> None:
+        if mode not in ("predict", "react"):
+            raise ValueError(f"DspyAgent mode must be 'predict' or 'react', not {mode!r}")
         self.lm = lm
         self.max_iterations = max_iterations
+        self.mode = mode
         self.calls: list[AgentCall] = []
 
     @property
@@ -459,6 +480,30 @@ class DspyAgent:
 
     def close(self) -> None:
         return None
+
+    def _tools(self, root: Path, emitter: _HookEmitter, actions: list[Any]) -> list[Callable[..., str]]:
+        def read_file(path: str) -> str:
+            """Read a UTF-8 text file; `path` is relative to the workspace."""
+            actions.append(Read(path))
+            perform_action(root, actions[-1], emitter)
+            try:
+                return (root / path).read_text(encoding="utf-8")
+            except OSError as exc:
+                return f"error: {exc}"
+
+        def write_file(path: str, text: str) -> str:
+            """Write `text` to a file relative to the workspace (parents are created)."""
+            actions.append(Write(path, text))
+            perform_action(root, actions[-1], emitter)
+            return f"wrote {len(text)} characters to {path}"
+
+        def run_command(command: str) -> str:
+            """Run a shell command in the workspace (offline: recorded, not executed)."""
+            actions.append(Run(command))
+            perform_action(root, actions[-1], emitter)
+            return "recorded; commands are not executed in the offline simulator"
+
+        return [read_file, write_file, run_command]
 
     async def aforward(self, *, workspace_path: str | os.PathLike[str], user_message: str,
                        rendered_session_summary: str = "", session_history: list[SessionHistoryTurn] | None = None,
@@ -473,9 +518,16 @@ class DspyAgent:
         lm = self.lm if self.lm is not None else dspy.settings.lm
         history = getattr(lm, "history", None)
         before = len(history) if isinstance(history, list) else 0
+        actions: list[Any] = []
+        if self.mode == "react":
+            root = Path(call.inputs_json["workspace"])
+            module: Any = dspy.ReAct(signature, tools=self._tools(root, _HookEmitter(on_runtime_event), actions),
+                                     max_iters=self.max_iterations)
+        else:
+            module = dspy.Predict(signature)
         started = time.monotonic()
         with dspy.context(lm=lm):
-            prediction = dspy.Predict(signature)(**inputs)
+            prediction = module(**inputs)
         duration_ms = int((time.monotonic() - started) * 1000)
         entries = history[before:] if isinstance(history, list) else []
         main = TokenUsage()
@@ -485,9 +537,13 @@ class DspyAgent:
             main.output_tokens += int(usage.get("completion_tokens") or 0)
             main.cost += float(entry.get("cost") or 0.0)
         iterations = len(entries) or 1
+        steps = [_step(k, _code_line(a)) for k, a in enumerate(actions, start=1)]
         trace = RunTrace(status="completed", model=str(getattr(lm, "model", "dspy")), iterations=iterations,
-                         max_iterations=self.max_iterations, duration_ms=duration_ms, usage=LMUsage(main=main))
-        _notify_iteration(on_iteration_event, IterationEvent(1, self.max_iterations, True))
+                         max_iterations=self.max_iterations, duration_ms=duration_ms, usage=LMUsage(main=main),
+                         steps=steps)
+        for k in range(1, len(actions) + 1):
+            _notify_iteration(on_iteration_event, IterationEvent(k, self.max_iterations, False))
+        _notify_iteration(on_iteration_event, IterationEvent(len(actions) + 1, self.max_iterations, True))
         return to_agent_result(getattr(prediction, "response", None), getattr(prediction, "changed_files", None),
                                trace)
 

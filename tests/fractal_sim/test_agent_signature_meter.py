@@ -238,3 +238,32 @@ def test_parse_replay_script_errors_and_forms() -> None:
         with pytest.raises(ScriptError) as info:
             parse_replay_script(bad)
         assert str(info.value).startswith(where + ": ")
+
+
+def test_dspy_react_agent_tools_emit_hooks(ws: Path, state_dir: Path) -> None:
+    from harness.offline_lm import ScriptedLM
+
+    (ws / "a.py").write_text("x = 1\n")
+    plan = iter([("read_file", {"path": "a.py"}), ("write_file", {"path": "a.py", "text": "x = 2\n"}),
+                 ("run_command", {"command": "pytest -q"}), ("finish", {})])
+
+    def policy(req):
+        if "next_tool_name" in req.output_fields:
+            name, args = next(plan)
+            return {"next_thought": f"use {name}", "next_tool_name": name, "next_tool_args": args}
+        return {"reasoning": "done", "response": "Bumped x.", "changed_files": ["a.py"]}
+
+    lm = ScriptedLM(policy=policy)
+    rt, _ = make_runtime(ws, state_dir)
+    rt.agent = DspyAgent(lm, mode="react")
+    result = submit(rt, "bump x")
+    assert result.response == "Bumped x." and (ws / "a.py").read_text() == "x = 2\n"
+    h = rt.session.state.history[0]
+    assert (h.files_read, h.files_modified, h.commands_run) == (["a.py"], ["a.py"], ["pytest -q"])
+    assert rt.last_tracker.files_modified == ["a.py"]
+    assert h.trace.iterations == len(lm.requests) == 5
+    assert [s.code for s in h.trace.steps] == ["Path('a.py').read_text()", "Path('a.py').write_text(...)",
+                                               "subprocess.run('pytest -q')"]
+    assert "## Always-visible session summary" in lm.requests[0].system
+    with pytest.raises(ValueError):
+        DspyAgent(lm, mode="chain")
