@@ -175,14 +175,19 @@ class TortoiseStore:
         clock: Callable[[], datetime] | None = None,
         seed: int | None = 0,
         faults: FaultHooks | None = None,
+        buffer_pool_size: int = 128 * 1024 * 1024,
+        max_db_size: int = 1 << 32,
     ) -> None:
         self.cfg = config or SimConfig()
         self.path = Path(path) if path is not None else None
+        # Kuzu's defaults reserve 8 TiB of virtual address space and ~80 % of RAM per Database, which caps a
+        # process at a handful of live stores; the simulator's graphs are small, so bound both.
+        sizes = {"buffer_pool_size": buffer_pool_size, "max_db_size": max_db_size}
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = kuzu.Database(str(self.path))
+            self.db = kuzu.Database(str(self.path), **sizes)
         else:
-            self.db = kuzu.Database(":memory:")
+            self.db = kuzu.Database(":memory:", **sizes)
         self.conn = kuzu.Connection(self.db)
         self.clock: Callable[[], datetime] = clock or _system_clock
         # seed=None: fresh randomness (CLI processes sharing one on-disk store must not repeat ids)
