@@ -3,7 +3,8 @@
 Modules follow upstream's mechanism boundaries: ``models`` (pydantic state), ``session`` (append / finalize /
 cap / render / payload / save / load), ``events`` (hook reducer), ``store`` (state dir, workspace key, listing),
 ``signature`` (``EditWorkspaceWithSession``, AGENTS.md), ``runtime`` (submit loop and branches),
-``context_meter`` and ``agent`` (``ScriptedAgent``, ``DspyAgent``). Never imports ``harness``.
+``context_meter``, ``agent`` (``ScriptedAgent``, ``DspyAgent``) and ``replay`` (JSON/YAML replay scripts).
+Never imports ``harness``.
 """
 
 from __future__ import annotations

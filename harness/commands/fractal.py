@@ -33,7 +33,7 @@ StateDirOpt = Annotated[Path | None, typer.Option(
 
 
 def _load_script(path: Path) -> Any:
-    from fractal_sim.agent import ScriptError, parse_replay_script
+    from fractal_sim.replay import ScriptError, parse_replay_script
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -99,7 +99,7 @@ def _turn_status(runtime: Any) -> tuple[str, str]:
 
 @app.command()
 def replay(
-    script: Annotated[Path, typer.Argument(help="JSON or YAML script of turns (see fractal_sim.agent."
+    script: Annotated[Path, typer.Argument(help="JSON or YAML script of turns (see fractal_sim.replay."
                                                 "parse_replay_script).")],
     workspace: WorkspaceOpt,
     state_dir: StateDirOpt = None,

@@ -27,12 +27,11 @@ from fractal_sim.agent import (
     Read,
     Run,
     SafeReplace,
-    ScriptError,
     Write,
-    parse_replay_script,
 )
 from fractal_sim.context_meter import ContextMeter, CounterUnavailable, build_messages, count_message_tokens
 from fractal_sim.models import TokenUsage
+from fractal_sim.replay import ScriptError, parse_replay_script
 from fractal_sim.signature import (
     AGENTS_HEADING,
     BASE,
