@@ -288,12 +288,12 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable | 
     if quick:
         sizes, faithful_sizes, n_faithful, n_cached = [200, 1000, 10_000], [200], 1, 5
         pm_n, pm_up, pm_cached = 64, 1, 5
-        tor_sizes, turns = [200, 1000], 30
+        tor_sizes, turns, tor_budget = [100, 300], 30, 60.0
     else:
         sizes, faithful_sizes, n_faithful, n_cached = [1000, REF_SIZE, 10_000, 100_000, 1_000_000], \
             [1000, REF_SIZE], 3, 20
         pm_n, pm_up, pm_cached = REF_SIZE, 2, 20
-        tor_sizes, turns = [1000, 10_000, 100_000], 500
+        tor_sizes, turns, tor_budget = [1000, 10_000, 100_000], 500, 420.0
     notes: list[str] = []
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(dir=tmp_dir) as td:
@@ -304,7 +304,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable | 
             from benchmarks import cost_tortoise
 
             result["tortoise"] = cost_tortoise.tortoise_section(tor_sizes, quick=quick, seed=seed, tmp=tmp,
-                                                                track=track)
+                                                                track=track, build_budget_s=tor_budget)
         except ImportError as exc:
             result["tortoise"] = {"skipped": f"tortoise_sim volunteering not available: {exc}"}
         result["fractal"] = fractal_section(turns, tmp, track)

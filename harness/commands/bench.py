@@ -63,7 +63,7 @@ def cbr_loop(
     out: OutOpt = None,
     seed: SeedOpt = 0,
     rounds: Annotated[int | None, typer.Option(help="Rounds R (default 5; quick 2).")] = None,
-    per_round: Annotated[int | None, typer.Option(help="Questions per round (default 40; quick 6).")] = None,
+    per_round: Annotated[int | None, typer.Option(help="Questions per round (default 80; quick 6).")] = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Learning curves of the NP and PM drivers (offline scripted planner and judge) vs no memory and an oracle,

@@ -52,3 +52,17 @@ def test_bench_cost_quick(tmp_path) -> None:
     assert payload["pm"]["max_abs_score_diff"] <= 1e-5
     assert any("faster than NP faithful" in r["text"] for r in payload["ratios"])
     assert "### Ratios measured in this run" in md
+
+
+@pytest.mark.slow
+def test_bench_cbr_loop_quick(tmp_path) -> None:
+    payload, md, dt = _run(["cbr-loop"], tmp_path)
+    assert dt < 60
+    arms = {(a["arm"], a["k"]) for a in payload["arms"]}
+    assert {("none", 8), ("np", 8), ("pm", 8), ("oracle", 8)} <= arms
+    assert {k for a, k in arms if a == "np"} == {1, 2, 4, 8, 16}
+    for a in payload["arms"]:
+        assert all(r["questions"] == payload["meta"]["per_round"] for r in a["rounds"])
+        if a["arm"] == "none":  # the no-memory arm never delivers an example
+            assert all(r["share_with_positive_example"] == 0 for r in a["rounds"])
+    assert "scripted policy" in md
