@@ -252,6 +252,11 @@ def _hydrate_roots(store: Any) -> None:
             "MATCH (n:Point) WHERE n.ep_dirty = true RETURN n.id AS id"))
 
 
+def _factorless(snap: GraphSnapshot, ids: Iterable[str]) -> list[str]:
+    """Live claims that no active factor touches (no usable operator, no direct edge to a live claim)."""
+    return [c for c in ids if snap.is_live_claim(c) and not snap.load_affected({c}).fg.factors]
+
+
 def _stamp_trivial(store: Any, ids: Sequence[str]) -> None:
     """`lastDreamedAt = now` on factor-less claims; no `confidence`, no event (a trivial stamp)."""
     if ids:
@@ -326,7 +331,7 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
         result.affected_claims = sorted(set(result.affected_claims) | affected)
     live = set(_live_claims(snap))
     if converged:
-        trivial = [a for a in anchors if a in live and a not in affected]
+        trivial = _factorless(snap, [a for a in anchors if a in live and a not in affected])
         if stamp and stamp_trivial:
             _stamp_trivial(store, trivial)
             result.stamped.extend(trivial)
@@ -385,8 +390,9 @@ def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int
                        stamp=stamp_dreamed_at, progress=progress)
 
 
-def _chunks(ids: list[str], size: int = CHUNK) -> list[list[str]]:
-    return [ids[i:i + size] for i in range(0, len(ids), size)] or []
+def _chunks(ids: list[str], size: int | None = None) -> list[list[str]]:
+    size = size or CHUNK
+    return [ids[i:i + size] for i in range(0, len(ids), size)]
 
 
 def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hops: int | None, budget: int | None,
@@ -415,7 +421,7 @@ def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hop
         if result.flush_skipped:
             break
     if stamp and result.converged_all and not result.flush_skipped:
-        trivial = [a for a in anchors if a not in all_affected]
+        trivial = _factorless(snapshot(store), [a for a in anchors if a not in all_affected])
         _stamp_trivial(store, trivial)
         result.stamped.extend(trivial)
     result.budget_used = len(used_ops)
@@ -471,7 +477,7 @@ def dream_window(store: Any, budget: int = WINDOW_BUDGET, *, max_hops: int | Non
         if result.flush_skipped:
             break
     if stamp_dreamed_at and result.converged_all and not result.flush_skipped:
-        trivial = [c for c in window if c not in covered and c in live]
+        trivial = _factorless(snapshot(store), [c for c in window if c not in covered and c in live])
         _stamp_trivial(store, trivial)
         result.stamped.extend(trivial)
     result.budget_used = len(used)

@@ -238,3 +238,52 @@ def test_capture_promotion_runs_the_ingest_dream() -> None:
     conf = [s.get_point(p["id"])["confidence"] for p in resp["points"]]
     assert all(c is not None for c in conf)
     assert s.feed(["ConfidenceChanged"])
+
+
+def test_boundary_claims_get_messages_but_no_flush() -> None:
+    s = make_store()
+    ids = [adm.create_point(s, "decision", f"chain {i}", status="live", credibility="high")["id"] for i in range(4)]
+    for a, b in zip(ids, ids[1:], strict=False):
+        adm.create_direct_edge(s, a, b, "IMPL")
+    out = dr.run(s, [ids[0]], max_hops=1)
+    assert out["affected"] == sorted(ids[:2]) and out["converged"]
+    assert s.get_point(ids[2])["confidence"] is None  # boundary: fixed, never flushed
+    edge = s.query("MATCH (a:Point {id:$a})-[r:IMPL]->(b:Point {id:$b}) RETURN r.msg_alpha AS m, r.back_msg_alpha AS bm",
+                   {"a": ids[1], "b": ids[2]})[0]
+    assert edge["m"] is not None and edge["bm"] is not None  # messages to and from the boundary claim stored
+    far = s.query("MATCH (a:Point {id:$a})-[r:IMPL]->(b:Point {id:$b}) RETURN r.msg_alpha AS m",
+                  {"a": ids[2], "b": ids[3]})[0]
+    assert far["m"] is None
+
+
+def test_unidirectional_direct_edge_back_message_untouched_on_flush() -> None:
+    s = make_store()
+    p, q = (adm.create_point(s, "decision", f"pair {i}", status="live", credibility="gold")["id"] for i in range(2))
+    adm.create_direct_edge(s, p, q, "NAND")  # NAND default direction: unidirectional
+    s.set_edge_messages("NAND", p, q, back=(0.5, -0.25))
+    dr.run(s, [p])
+    row = s.query("MATCH (a:Point {id:$a})-[r:NAND]->(b:Point {id:$b}) RETURN r.direction AS d, r.msg_alpha AS m, "
+                  "r.back_msg_alpha AS ba, r.back_msg_beta AS bb", {"a": p, "b": q})[0]
+    assert row["d"] == "unidirectional" and row["m"] is not None and (row["ba"], row["bb"]) == (0.5, -0.25)
+    assert s.get_point(p)["posterior_alpha"] == 10.0  # the source receives nothing
+
+
+def test_window_chunks_budget_and_full_budget_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dr, "CHUNK", 2)
+    s = make_store()
+    pts = [adm.create_point(s, "decision", f"w{i}", status="live", credibility="high")["id"] for i in range(6)]
+    lone = adm.create_point(s, "decision", "isolated", status="live", credibility="high")["id"]
+    for i in range(0, 6, 2):
+        adm.create_operator(s, "IMPL", pts[i], [pts[i + 1]])
+    res = dr.dream_window(s, budget=2)
+    assert res.budget_used == 2 and res.batches == 2 and res.converged_all
+    # every chunk that ran converged: the factor-less window claim is stamped, the claims of the operator cut by
+    # the budget are not
+    assert s.get_point(lone)["lastDreamedAt"] is not None
+    assert s.get_point(pts[4])["lastDreamedAt"] is None and s.get_point(pts[5])["lastDreamedAt"] is None
+    counts = s.table_counts()
+    with pytest.raises(dr.BudgetExceededError):
+        dr.dream(s, mode="full", budget=2, require_calibration=False)
+    assert s.table_counts() == counts
+    full = dr.dream(s, mode="full", budget=3, require_calibration=False)
+    assert full.batches == 3 and full.budget_used == 3 and s.get_point(pts[5])["lastDreamedAt"] is not None
