@@ -219,6 +219,7 @@ def update_point(store: TortoiseStore, point_id: str, **props: Any) -> dict[str,
     extra = {k: v for k, v in flat.items() if k not in POINT_COLUMNS}
     if "content" in cols:
         cols["content_hash"] = sha256_hex(str(cols["content"]))
+        cols["embedding"] = store.embed([str(cols["content"])])[0]
     if extra:
         merged = json.loads(row.get("extra_props") or "{}")
         merged.update(extra)

@@ -24,6 +24,7 @@ class SearchTrace:
     lexical_hits: int = 0
     vector_hits: int = 0
     population: int = 0
+    index_candidates: int | None = None
 
 
 def search_points(
@@ -35,7 +36,10 @@ def search_points(
     *,
     force_breaker_open: bool = False,
 ) -> tuple[list[dict[str, Any]], SearchTrace]:
-    """Population = plain claims with content and a status not excluded (NULL status = live). Lexical leg:
+    """Default = exact brute-force cosine; ``SimConfig.vector_index=True`` takes the vector leg's candidates
+    from Kuzu's (approximate) vector index over the ``PointVec`` side table, then re-ranks them exactly.
+
+    Population = plain claims with content and a status not excluded (NULL status = live). Lexical leg:
     >= 1 shared significant token, by shared count desc, id asc. Vector leg: exact cosine >= 0.3 over stored
     embeddings, desc, id asc. Score = sum 1/(60 + rank); order score desc, id asc; cut to ``limit``.
     ``force_breaker_open`` is the test hook for ``trace.breaker_open`` (returns no hits)."""
@@ -65,6 +69,16 @@ def search_points(
     lexical.sort()
     vector: list[tuple[float, str]] = []
     emb_rows = [r for r in rows if r["embedding"] is not None]
+    if emb_rows and store.cfg.vector_index:
+        # explicit option: approximate HNSW candidates from Kuzu's vector index, re-ranked by exact cosine below
+        qv0 = store.embed([query])[0]
+        if qv0 is None:
+            emb_rows = []
+        else:
+            store.sync_point_vectors()
+            allowed = set(store.query_point_vectors(qv0, max(4 * limit, 50)))
+            emb_rows = [r for r in emb_rows if r["id"] in allowed]
+            trace.index_candidates = len(allowed)
     if emb_rows:
         qv = store.embed([query])[0]
         if qv is not None:

@@ -27,6 +27,7 @@ Reads
   msg_beta) for every IMPL/NAND edge leaving an operator Point
 - ``.direct_edge_rows() -> list[dict]``: (src, tgt, rel, direction, weight, msg_alpha, msg_beta,
   back_msg_alpha, back_msg_beta) for every IMPL/NAND edge between two plain claims
+- ``.sync_point_vectors()`` / ``.query_point_vectors(vec, k)``: the optional ``vector_index=True`` side table
 - ``.feed(types=None) -> list[dict]``: GraphEvent rows ordered by ``seq`` with ``payload`` decoded
 - ``.count(label) -> int``; ``.ep_version() -> int``
 
@@ -529,6 +530,34 @@ class TortoiseStore:
                         f"MATCH (a:Point)-[r:{rel}]->(b) WHERE a.id IN $ids OR b.id IN $ids SET {clear}",
                         {"ids": list(ids)},
                     )
+
+    # ------------------------------------------------------------------ optional vector index (§2.6)
+    def sync_point_vectors(self) -> int:
+        """``vector_index=True``: keep the side table ``PointVec(id, vec)`` in step with Point embeddings
+        (an indexed column cannot be SET in Kuzu 0.11.3, so changed rows are deleted and re-inserted).
+        Returns the number of rows written or deleted."""
+        self.conn.execute(f"CREATE NODE TABLE IF NOT EXISTS PointVec(id STRING PRIMARY KEY, vec FLOAT[{EMBED_DIM}])")
+        if not any(r.get("index_name") == "point_vec_idx" for r in self.query("CALL show_indexes() RETURN *")):
+            self.conn.execute("CALL CREATE_VECTOR_INDEX('PointVec', 'point_vec_idx', 'vec', metric := 'cosine')")
+        want = {r["id"]: r["e"] for r in self.query(
+            "MATCH (n:Point) WHERE n.embedding IS NOT NULL RETURN n.id AS id, n.embedding AS e")}
+        have = {r["id"]: r["v"] for r in self.query("MATCH (v:PointVec) RETURN v.id AS id, v.vec AS v")}
+        changed = 0
+        for pid in [i for i in have if i not in want or have[i] != want[i]]:
+            self.execute("MATCH (v:PointVec {id:$id}) DELETE v", {"id": pid})
+            have.pop(pid)
+            changed += 1
+        for pid, vec in want.items():
+            if pid not in have:
+                self.execute("CREATE (v:PointVec {id:$id, vec:$v})", {"id": pid, "v": vec})
+                changed += 1
+        return changed
+
+    def query_point_vectors(self, vec: Sequence[float], k: int) -> list[str]:
+        """Approximate, unordered index hits (ids); callers re-rank by exact cosine."""
+        rows = self.query("CALL QUERY_VECTOR_INDEX('PointVec', 'point_vec_idx', $q, $k) RETURN node.id AS id",
+                          {"q": [float(x) for x in vec], "k": int(k)})
+        return [r["id"] for r in rows]
 
     # ------------------------------------------------------------------ seams
     def run_ingest_dream(self, claim_ids: list[str]) -> dict[str, Any] | None:
