@@ -97,28 +97,37 @@ def _write_turns(store: TortoiseStore, sid: str, turns: list[dict[str, str]], n_
         )
         if analysed:
             store.execute("MATCH (s:Session {id:$s}) SET s.capture_redactions = $r", {"s": sid, "r": redactions})
-        for i, (text, vec) in enumerate(zip(texts, vecs, strict=True)):
-            tid = f"{sid}_t{i}"
+        tids = [f"{sid}_t{i}" for i in range(len(texts))]
+        prior = {r["id"]: (r["h"], r["e"]) for r in store.query(
+            "MATCH (p:Point) WHERE p.id IN $ids RETURN p.id AS id, p.content_hash AS h, p.embedding AS e",
+            {"ids": tids})}
+        rows = []
+        for tid, text, vec, turn in zip(tids, texts, vecs, turns, strict=True):
             h = sha256_hex(text)
-            prior = store.query("MATCH (p:Point {id:$id}) RETURN p.content_hash AS h, p.embedding AS e",
-                                {"id": tid})
             if not analysed:
                 emb = None
             elif vec is not None:
                 emb = vec
-            elif prior and prior[0]["h"] == h:
-                emb = prior[0]["e"]
+            elif tid in prior and prior[tid][0] == h:
+                emb = prior[tid][1]
             else:
                 emb = None
-            store.execute(
-                "MERGE (p:Point {id:$id}) ON CREATE SET p.createdAt = $now, p.status = 'draft' "
-                "SET p.content = $c, p.pointKind = 'event', p.is_operator = false, p.speaker = $role, "
-                "p.is_episodic = true, p.updatedAt = $now, p.content_hash = $h, p.embedding = $e "
-                "WITH p MATCH (s:Session {id:$s}) MERGE (s)-[:CONTAINS]->(p)",
-                {"id": tid, "now": now, "c": text, "role": turns[i]["role"], "h": h, "e": emb, "s": sid},
-            )
-            if analysed:
-                store.emit_event("PointAdded", {"id": tid, "kind": "event", "content_hash": h,
+            rows.append({"id": tid, "content": text, "role": turn["role"], "hash": h, "emb": emb})
+        if len(rows) >= BULK_TURNS:
+            _bulk_turns(store, sid, rows, now)
+        else:
+            for r in rows:
+                store.execute(
+                    "MERGE (p:Point {id:$id}) ON CREATE SET p.createdAt = $now, p.status = 'draft' "
+                    "SET p.content = $c, p.pointKind = 'event', p.is_operator = false, p.speaker = $role, "
+                    "p.is_episodic = true, p.updatedAt = $now, p.content_hash = $h, p.embedding = $e "
+                    "WITH p MATCH (s:Session {id:$s}) MERGE (s)-[:CONTAINS]->(p)",
+                    {"id": r["id"], "now": now, "c": r["content"], "role": r["role"], "h": r["hash"],
+                     "e": r["emb"], "s": sid},
+                )
+        if analysed:
+            for r in rows:
+                store.emit_event("PointAdded", {"id": r["id"], "kind": "event", "content_hash": r["hash"],
                                                 "contains_session": sid})
         if analysed:
             store.emit_event("SessionRecorded", {"session_id": sid, "capture_redactions": redactions,
@@ -135,6 +144,31 @@ def _write_turns(store: TortoiseStore, sid: str, turns: list[dict[str, str]], n_
                 store.execute("MATCH (p:Point {id:$id}) DETACH DELETE p", {"id": r["id"]})
                 store.emit_event("PointRetracted", {"id": r["id"]})
                 store.journal("EntityMutated", {"op": "delete", "id": r["id"]})
+
+
+BULK_TURNS = 32
+
+
+def _bulk_turns(store: TortoiseStore, sid: str, rows: list[dict[str, Any]], now: str) -> None:
+    """Large windows go through one pyarrow-backed ``LOAD FROM`` per statement instead of a MERGE per turn."""
+    import pyarrow as pa
+
+    from .embed import EMBED_DIM
+
+    table = pa.table({
+        "tid": [r["id"] for r in rows], "txt": [r["content"] for r in rows], "rl": [r["role"] for r in rows],
+        "hs": [r["hash"] for r in rows],
+        "em": pa.array([r["emb"] for r in rows], type=pa.list_(pa.float32(), EMBED_DIM)),
+    })
+    store.bulk_load(
+        "LOAD FROM tbl WITH tid AS i, txt AS c, rl AS role, hs AS h, em AS e "
+        "MERGE (p:Point {id: i}) ON CREATE SET p.createdAt = $now, p.status = 'draft' "
+        "SET p.content = c, p.pointKind = 'event', p.is_operator = false, p.speaker = role, "
+        "p.is_episodic = true, p.updatedAt = $now, p.content_hash = h, p.embedding = e RETURN count(*) AS n",
+        table, {"now": now})
+    store.bulk_load(
+        "LOAD FROM tbl WITH tid AS i MATCH (s:Session {id:$s}), (p:Point {id: i}) "
+        "MERGE (s)-[:CONTAINS]->(p) RETURN count(*) AS n", table, {"s": sid})
 
 
 def _topics(contents: list[str]) -> list[str]:

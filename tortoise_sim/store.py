@@ -13,6 +13,7 @@ Infrastructure
 - ``.cfg`` (SimConfig), ``.faults`` (FaultHooks), ``.rng`` (random.Random), ``.clock()`` (aware UTC datetime)
 - ``.now() -> str`` ISO-8601 microseconds ``+00:00``; ``.new_id() -> str`` (``<epoch_ms:012x>-<12 hex>``)
 - ``.query(cypher, params=None) -> list[dict]``; ``.execute(cypher, params=None) -> None``
+- ``.bulk_load("LOAD FROM tbl ...", pyarrow_table, params)``: bulk path for large writes
 - ``.transaction()`` context manager (nests: inner blocks join the outer transaction; rollback on error)
 - ``.fault(step)`` calls the injected step hook (FaultPlan style) before a durable write
 - ``.embed(texts) -> list[list[float] | None]`` (fail-open: any failure => None); ``.encoder``
@@ -251,6 +252,19 @@ class TortoiseStore:
 
     def execute(self, cypher: str, params: dict[str, Any] | None = None) -> None:
         self.conn.execute(cypher, params or {})
+
+    def bulk_load(self, cypher: str, table: Any, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Run ``LOAD FROM tbl ...`` over a pyarrow table (Kuzu scans the caller's local ``tbl``): the bulk
+        path for large writes. Values still never enter the query text."""
+        if "LOAD FROM tbl" not in cypher:
+            raise ValueError("bulk_load queries must start from 'LOAD FROM tbl'")
+        tbl = table  # noqa: F841 - read by Kuzu's Python scan of this frame
+        res = self.conn.execute(cypher, params or {})
+        cols = res.get_column_names()
+        out = []
+        while res.has_next():
+            out.append(dict(zip(cols, res.get_next(), strict=True)))
+        return out
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

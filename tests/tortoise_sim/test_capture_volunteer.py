@@ -154,3 +154,18 @@ def test_why_decide_and_ep_view():
     res = sim.volunteer_context(ask("What about the Kuzu store?"), why=False)
     assert res["why"] == [] and res["pointers"]
     assert sim.ep_view({}) == {"confidence_mean": 0.5, "variance": 0.0, "contested": False, "has_ep": False}
+
+
+def test_bulk_turn_path_matches_row_path(monkeypatch):
+    import tortoise_sim.capture as capture
+
+    conv = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} text"} for i in range(40)]
+    out = []
+    for threshold in (10_000, 1):
+        monkeypatch.setattr(capture, "BULK_TURNS", threshold)
+        sim = make_sim(extractor="none")
+        sim.capture_session(conv, "s1")
+        sim.capture_session(conv[:35], "s1")  # re-capture over existing rows, sweep 5
+        rows = sim.store.query("MATCH (s:Session {id:'s1'})-[:CONTAINS]->(p:Point) RETURN p ORDER BY p.id")
+        out.append([r["p"] for r in rows])
+    assert len(out[0]) == 35 and out[0] == out[1]
