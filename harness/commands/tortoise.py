@@ -162,6 +162,78 @@ def volunteer(
         _print_json(res)
 
 
+def _spool_dir(db: Path | None, spool_dir: Path | None) -> Path:
+    return spool_dir if spool_dir is not None else db_path(db).parent / "spool"
+
+
+def transcript_turns(hook: dict[str, Any]) -> list[dict[str, str]]:
+    """Turns from a session-end hook payload: ``turns`` as given, else the text parts of a Claude Code style
+    JSONL transcript at ``transcript_path`` (lines ``{"message": {"role", "content": str | [parts]}}``)."""
+    if isinstance(hook.get("turns"), list):
+        return [{"role": str(t.get("role")), "content": str(t.get("content") or "")} for t in hook["turns"]
+                if isinstance(t, dict)]
+    path = hook.get("transcript_path")
+    if not isinstance(path, str):
+        return []
+    turns = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            msg = json.loads(line).get("message") or {}
+        except (ValueError, AttributeError):
+            continue
+        role, content = msg.get("role"), msg.get("content")
+        if isinstance(content, list):
+            content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        if role in ("user", "assistant") and isinstance(content, str) and content.strip():
+            turns.append({"role": role, "content": content})
+    return turns
+
+
+@app.command("hook-session-end")
+def hook_session_end_cmd(
+    harness_name: Annotated[str, typer.Option("--harness", help="Harness name recorded in the spool.")] = "claude",
+    db: DbOpt = None,
+    spool_dir: Annotated[Path | None, typer.Option(help="Spool root (default: <db dir>/spool).")] = None,
+) -> None:
+    """Session-end hook: spool the transcript (stdin JSON with ``session_id`` and ``turns`` or
+    ``transcript_path``), then flush that session into the local store. Prints nothing; always exits 0."""
+    import socket
+    import time
+
+    from tortoise_sim.spool import Spool, local_capture_post
+
+    try:
+        hook = json.loads(read_stdin_bytes().decode("utf-8", "replace"))
+        sid = hook.get("session_id")
+        turns = transcript_turns(hook)
+        if isinstance(sid, str) and sid and turns:
+            sp = Spool(_spool_dir(db, spool_dir))
+            sp.spool_write(sid, turns, harness_name, "hook", socket.gethostname())
+            sim = open_sim(db)
+            sp.flush_spool(local_capture_post(sim.capture_session), int(time.time() * 1000), only_session_id=sid)
+    except Exception:  # noqa: BLE001 - a hook never fails the host
+        pass
+    raise typer.Exit(0)
+
+
+@app.command("spool-flush")
+def spool_flush_cmd(
+    db: DbOpt = None,
+    spool_dir: Annotated[Path | None, typer.Option(help="Spool root (default: <db dir>/spool).")] = None,
+) -> None:
+    """File every due spool entry into the local store; print the flush counts."""
+    import time
+
+    from tortoise_sim.spool import Spool, local_capture_post
+
+    root = _spool_dir(db, spool_dir)
+    sim = open_sim(db)
+    counts = Spool(root, permanent=sim.cfg.spool_permanent).flush_spool(local_capture_post(sim.capture_session),
+                                                                      int(time.time() * 1000))
+    _print_json(counts)
+    sys.stderr.write(f"spool: {root}\n")
+
+
 # ------------------------------------------------------------------------------------------- writers
 @app.command()
 def capture(

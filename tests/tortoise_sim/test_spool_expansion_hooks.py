@@ -148,3 +148,22 @@ def test_t0_helper_and_session_end():
     t0(sim, "decision", "x")
     out, code = sim.hook_session_end([{"role": "user", "content": "decision: close the loop"}], "end1")
     assert code == 0 and json.loads(out)["extracted"] == 1
+
+
+def test_cli_hook_session_end_spools_and_files(cli, tmp_path):
+    runner, app = cli
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("\n".join(json.dumps(x) for x in [
+        {"type": "user", "message": {"role": "user", "content": "decision: adopt the release train"}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "Noted."},
+                                                                            {"type": "tool_use", "name": "x"}]}},
+        {"type": "summary"}, "not an object"]) + "\nnot json\n")
+    hook = {"session_id": "sess-1", "transcript_path": str(transcript), "hook_event_name": "SessionEnd"}
+    r = runner.invoke(app, ["tortoise", "hook-session-end"], input=json.dumps(hook))
+    assert r.exit_code == 0 and r.stdout == ""
+    r = runner.invoke(app, ["tortoise", "show", "sess-1_t1"])
+    assert json.loads(r.stdout)["content"] == "[assistant] Noted."
+    r = runner.invoke(app, ["tortoise", "spool-flush"])
+    assert json.loads(r.stdout)["skipped_filed"] == 1
+    r = runner.invoke(app, ["tortoise", "hook-session-end"], input="garbage")
+    assert r.exit_code == 0 and r.stdout == ""
