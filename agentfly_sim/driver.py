@@ -277,7 +277,7 @@ class _Driver(ABC):
         """NP resets the history per query; PM does not (AGF-20)."""
         return None
 
-    def process_query(self, q: str, task_id: Any) -> QueryRecord:
+    def process_query(self, q: str, task_id: Any = "interactive") -> QueryRecord:
         """Spec §6.2: examples as a second user message, up to ``MAX_CYCLES`` planner cycles, executor per step."""
         self._start_history()
         self._hook(self.planner, "begin_question", q, self.gt_map.get(q))
