@@ -100,12 +100,13 @@ def memorisation_auc(pairs: list[dict[str, Any]], grouped: bool) -> dict[str, An
             "auc": float(roc_auc_score(y[va], pred)) if len(set(y[va])) > 1 else float("nan")}
 
 
-def np_top8_label_mix(data: Path, n_questions: int, seed: int) -> dict[str, Any]:
-    """NP (pooler, key field ``case``) over memory.jsonl for real benchmark questions that are not bank cases."""
+def np_top8_label_mix(data: Path, n_questions: int, seed: int, max_cases: int | None = None) -> dict[str, Any]:
+    """NP (pooler, key field ``case``) over memory.jsonl for real benchmark questions that are not bank cases
+    (``max_cases``: only the first rows of the bank, for ``--quick``)."""
     from agentfly_sim.bank import extract_pairs, load_jsonl
     from agentfly_sim.embedding import CachedKeyIndex, load_np_encoder
 
-    items = load_jsonl(data / "memory.jsonl")
+    items = load_jsonl(data / "memory.jsonl")[:max_cases]
     pairs = extract_pairs(items, "case", "plan")
     cases = {p[0] for p in pairs}
     bench = [r["question"] for r in _read(data / "deepresearcher.jsonl")]
@@ -141,7 +142,7 @@ def corpus_section(data_dir: Path | None, *, quick: bool, seed: int, track: Call
     out: dict[str, Any] = {"data_dir": str(data), "truth_label": truth_label_constancy(pairs)}
     out["memorisation_baseline"] = {"row_split": memorisation_auc(pairs, grouped=False),
                                     "grouped_split": memorisation_auc(pairs, grouped=True)}
-    out["np_top8"] = np_top8_label_mix(data, 10 if quick else 50, seed)
+    out["np_top8"] = np_top8_label_mix(data, 5 if quick else 50, seed, 300 if quick else None)
     try:
         from benchmarks import corpus_training
     except ImportError as exc:  # pragma: no cover
@@ -172,13 +173,14 @@ def render_corpus_markdown(c: dict[str, Any]) -> str:
     for split in ("row_split", "grouped_split"):
         m = mb[split]
         rows.append(("query-memorisation baseline", split.replace("_", " "), m["train_rows"], m["val_rows"],
-                     m["val_rows_query_in_train"], m["auc"]))
+                     m["val_rows_query_in_train"], m["auc"], m["auc"]))
     tr = c.get("trainer") or {}
     for r in tr.get("runs", []):
         rows.append((r["model"], r["split"], r["train_rows"], r["val_rows"], r.get("val_rows_query_in_train",
-                                                                                  "n/a"), r["val_auc"]))
+                                                                                  "n/a"), r["val_auc"],
+                     r["best_val_auc"]))
     lines.append(md_table(("model", "split", "train rows", "val rows", "val rows whose query is in train",
-                           "val AUC"), rows))
+                           "val AUC (last)", "val AUC (best)"), rows))
     if "skipped" in tr:
         lines += ["", f"Trainer runs skipped: {tr['skipped']}."]
     elif tr.get("note"):

@@ -43,8 +43,8 @@ def selectors(
     quick: QuickOpt = False,
     out: OutOpt = None,
     seed: SeedOpt = 0,
-    cases: Annotated[int | None, typer.Option(help="Bank size (default 2000; quick 300).")] = None,
-    queries: Annotated[int | None, typer.Option(help="Number of queries (default 300; quick 30).")] = None,
+    cases: Annotated[int | None, typer.Option(help="Bank size (default 2000; quick 150).")] = None,
+    queries: Annotated[int | None, typer.Option(help="Number of queries (default 300; quick 15).")] = None,
     data_dir: Annotated[Path | None, typer.Option(
         help="AgentFly corpora directory for the corpus section (default: $MEMSIM_AGENTFLY_DATA or "
              "../shared/data/agentfly; skipped when absent).")] = None,
