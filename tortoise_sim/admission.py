@@ -172,9 +172,7 @@ def create_point(
         if columns.get("extractedFrom"):
             link_source(store, pid, str(columns["extractedFrom"]), source_kind="document")
     if credibility is not None:
-        a, b = tier_prior(credibility)
-        _set_baseline_columns(store, pid, a, b, "inherited" if credibility == "inherited" else "explicit")
-        store.invalidate_messages()
+        set_point_baseline(store, pid, *tier_prior(credibility))
     store.mark_dirty([pid])
     row = _require_point(store, pid)
     store.emit_event("PointAdded", {"id": pid, "kind": kind, "content_hash": content_hash}, snapshot=row)
