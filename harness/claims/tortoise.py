@@ -411,9 +411,11 @@ def tor_11(ctx: ClaimContext) -> Observation:
        statement="Semantic dedup (0.95) only compares with existing items; degradations admit near-duplicates.")
 def tor_12(ctx: ClaimContext) -> Observation:
     import numpy as np
+    import torch
 
     from harness.embedding import get_encoder
 
+    torch.set_num_threads(1)
     enc = get_encoder("minilm-mean")
     x, x2 = "Pin kuzu==0.11.3 in the lock file.", "Pin kuzu==0.11.3 in the lock file"
     v = enc.encode([x, x2])
