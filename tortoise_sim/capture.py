@@ -201,7 +201,7 @@ def _session_event_and_source(store: TortoiseStore, sid: str, turns: list[dict[s
         store.execute(
             "MERGE (src:Source {url:$u}) ON CREATE SET src.ingestedAt = $now "
             "SET src.sourceKind = 'agentSession', src.sessionId = $s, src.capturedAt = $now, "
-            "src.contentHash = $h, src.summary = $sum, src.topics = $top, src.eventId = $e, src.is_episodic = true "
+            "src.contentHash = $h, src.summary = $sum, src.topics = $top, src.eventId = $e "
             "WITH src MATCH (e:Event {id:$e}) MERGE (src)-[:references]->(e)",
             {"u": f"session:{sid}", "now": now, "s": sid, "h": sha256_hex(transcript), "sum": summary,
              "top": _topics([t["content"] for t in turns]), "e": eid})
