@@ -148,3 +148,18 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
                                                      "task_cache_dir": {"type": "string"}},
                     "required": ["command", "task_cache_dir"]}}},
 ]
+
+
+OUT_OF_SCOPE_SERVERS = ("ai_crawl", "documents_tool", "image_tool", "math_tool", "serp_search", "video_tool")
+
+
+def connect_server(name: str) -> dict[str, Callable[..., str]]:
+    """Tool table of an upstream MCP server: only ``code_agent``'s workspace tools are modelled (spec §1.2); the
+    six other servers raise ``NotModelled`` (a driver can still inject canned stub tools by name)."""
+    from .errors import NotModelled
+
+    if name == "code_agent":
+        return WorkspaceTools().as_tools()
+    if name in OUT_OF_SCOPE_SERVERS:
+        raise NotModelled(f"MCP server {name!r} is out of scope (spec §1.2); inject stub tools instead")
+    raise KeyError(name)

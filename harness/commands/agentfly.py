@@ -150,7 +150,8 @@ def train(
             progress.update(tasks[kind], completed=done, total=total)
 
         try:
-            result = run_train(cfg, log=progress.console.print, progress=on_progress)
+            result = run_train(cfg, log=lambda line: progress.console.print(line, markup=False, highlight=False),
+                               progress=on_progress)
         except (OSError, ValueError) as exc:
             raise _bad_input(exc, train_path) from None
     typer.echo(f"train rows {result.n_train}, validation rows {result.n_val}, validation rows sharing a query with "
