@@ -73,9 +73,12 @@ def model_device(model: Any) -> str:
 
 
 def embed_texts(texts: Sequence[str], tokenizer: Any, model: Any, max_length: int = MEMORY_MAX_LENGTH,
-                batch_size: int = EMBED_BATCH) -> torch.Tensor:
-    """Faithful embedding (spec §3.3): batches of 64, ``pooler_output`` if present else CLS, L2-normalised."""
-    dev = next(model.parameters()).device
+                batch_size: int = EMBED_BATCH, input_device: str | None = None) -> torch.Tensor:
+    """Faithful embedding (spec §3.3): batches of 64, ``pooler_output`` if present else CLS, L2-normalised.
+
+    Inputs go to ``input_device`` (default: the model's device); on a real CUDA host a mismatch raises torch's own
+    device error, as upstream does with ``MEMORY_DEVICE=cpu``."""
+    dev = input_device or next(model.parameters()).device
     out: list[torch.Tensor] = []
     with torch.no_grad():
         for start in range(0, len(texts), batch_size):
@@ -91,12 +94,17 @@ def embed_texts(texts: Sequence[str], tokenizer: Any, model: Any, max_length: in
     return torch.cat(out, 0)
 
 
-def _check_device(model: Any, device_str: str, cuda_available: bool | None, label: str | None = None) -> None:
+def _input_device(model: Any, device_str: str, cuda_available: bool | None, label: str | None = None) -> str | None:
+    """The device the inputs go to. With a simulated device label (CPU host pretending to be a CUDA host) the
+    binding is checked here and computation stays on the model's physical device; otherwise the inputs really go
+    to ``resolve_device(device_str)`` and torch reports any mismatch itself."""
     want = resolve_device(device_str, cuda_available)
-    have = label or model_device(model)
-    if want != have:
+    if label is None:
+        return want
+    if want != label:
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                           f"{have} and {want}!")
+                           f"{label} and {want}!")
+    return None
 
 
 def _results(pairs: list[tuple[Any, ...]], sims: torch.Tensor, top_k: int) -> list[dict[str, Any]]:
@@ -115,9 +123,9 @@ def retrieve(task: str, pairs: list[tuple[Any, ...]], tokenizer: Any, model: Any
              model_device_label: str | None = None) -> list[dict[str, Any]]:
     """Faithful NP retrieval (spec §3.4): embed all key questions plus the query on every call (AGF-13, AGF-36),
     ``sims = keys @ q``, ``torch.topk(sims, min(top_k, N))``. k=0 -> ``[]``; a negative k raises."""
-    _check_device(model, device_str, cuda_available, model_device_label)
-    keys = embed_texts([p[0] for p in pairs], tokenizer, model, max_length)
-    qv = embed_texts([task], tokenizer, model, max_length)[0]
+    dev = _input_device(model, device_str, cuda_available, model_device_label)
+    keys = embed_texts([p[0] for p in pairs], tokenizer, model, max_length, input_device=dev)
+    qv = embed_texts([task], tokenizer, model, max_length, input_device=dev)[0]
     return _results(pairs, keys @ qv, top_k)
 
 
@@ -128,28 +136,31 @@ class CachedKeyIndex:
         self.tokenizer = tokenizer
         self.model = model
         self.max_length = max_length
-        self.vectors: dict[str, torch.Tensor] = {}
+        self.vectors: dict[tuple[int, str], torch.Tensor] = {}
         self.keys: list[str] = []
         self.matrix: torch.Tensor | None = None
+        self._built_for = max_length
 
     def rebuild(self, pairs: list[tuple[Any, ...]]) -> int:
         """Rebuild the index for ``pairs``, embedding only unseen keys; returns the number embedded."""
-        unseen = list(dict.fromkeys(p[0] for p in pairs if p[0] not in self.vectors))
+        ml = self.max_length
+        unseen = list(dict.fromkeys(p[0] for p in pairs if (ml, p[0]) not in self.vectors))
         if unseen:
-            vecs = embed_texts(unseen, self.tokenizer, self.model, self.max_length)
+            vecs = embed_texts(unseen, self.tokenizer, self.model, ml)
             for k, v in zip(unseen, vecs, strict=True):
-                self.vectors[k] = v
+                self.vectors[(ml, k)] = v
         self.keys = [p[0] for p in pairs]
-        self.matrix = torch.stack([self.vectors[k] for k in self.keys]) if self.keys else None
+        self._built_for = ml
+        self.matrix = torch.stack([self.vectors[(ml, k)] for k in self.keys]) if self.keys else None
         return len(unseen)
 
     def retrieve(self, task: str, pairs: list[tuple[Any, ...]], device_str: str = "auto", top_k: int = 5,
                  *, cuda_available: bool | None = None, model_device_label: str | None = None
                  ) -> list[dict[str, Any]]:
-        _check_device(self.model, device_str, cuda_available, model_device_label)
-        if self.matrix is None or self.keys != [p[0] for p in pairs]:
+        dev = _input_device(self.model, device_str, cuda_available, model_device_label)
+        if self.matrix is None or self.keys != [p[0] for p in pairs] or self._built_for != self.max_length:
             self.rebuild(pairs)
-        qv = embed_texts([task], self.tokenizer, self.model, self.max_length)[0]
+        qv = embed_texts([task], self.tokenizer, self.model, self.max_length, input_device=dev)[0]
         sims = self.matrix @ qv if self.matrix is not None else torch.zeros(0)
         return _results(pairs, sims, top_k)
 
