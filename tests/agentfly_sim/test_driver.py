@@ -320,14 +320,43 @@ def test_dspy_agents_match_plain_agents(tmp_path):
         client, qs = _layout(root, 2)
         planner = ScriptedPlanner(p_correct=0.5, seed=1)
         judge = ScriptedJudge("match")
+        cache = str(root / "cache")
+        ex = ScriptedExecutor(scripts={(qs[0], 1): [
+            tool_call("write_workspace_file", {"filename": "f.txt", "content": "c", "task_cache_dir": cache})]})
         if maker == "dspy":
-            a = offline_agents(planner=planner, judge=judge, seed=1)
+            a = offline_agents(planner=planner, executor=ex, judge=judge, seed=1)
             d = _pm(client, planner=a.planner, executor=a.executor, judge=a.judge)
         else:
-            d = _pm(client, planner=planner, judge=judge)
+            d = _pm(client, planner=planner, executor=ex, judge=judge)
         d.run()
-        outs.append([(r["model_output"], r["plan_json"], r["judgement"], r["meta_trace"])
+        outs.append([(r["model_output"], r["plan_json"], r["judgement"], r["meta_trace"],
+                      [(t["tool"], t["arguments"]["filename"]) for t in r["tool_history"]])
                      for r in _rows(root / "result/result_parametric.jsonl")])
         if maker == "dspy":
             assert a.planner.lm.requests and a.planner.lm.requests[0].messages[0]["role"] == "system"
+    assert outs[0][0][4] == [("write_workspace_file", "f.txt")]
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("k,want", [(8, 8), (0, 0), (-2, 8), (3, 3)])
+def test_pm_driver_topk_rule(tmp_path, k, want):
+    bank = [{"case": f"Seed {i}?", "plan": "", "case_label": "positive"} for i in range(10)]
+    client, _ = _layout(tmp_path, 1, bank=bank)
+    _pm(client, config=DriverConfig(memory_top_k=k)).run()
+    rec = _rows(tmp_path / "result/result_parametric.jsonl")[0]
+    assert len(rec["retrieved_cases"]) == want
+    assert len(rec["meta_trace"][0]["input_messages"]) == (2 if want == 0 else 3)
+
+
+def test_np_driver_topk_zero_and_negative(tmp_path):
+    from agentfly_sim.prompts import EXAMPLE_TRAILER
+
+    client, _ = _layout(tmp_path / "z", 1, pm=False)
+    _np(client, config=DriverConfig(memory_top_k=0)).run()
+    rec = _rows(tmp_path / "z/result/result_round_0.jsonl")[0]
+    assert rec["meta_trace"][0]["input"][2] == EXAMPLE_TRAILER
+    client, _ = _layout(tmp_path / "n", 1, pm=False)
+    d = _np(client, config=DriverConfig(memory_top_k=-1))
+    d.run()
+    rec = _rows(tmp_path / "n/result/result_round_0.jsonl")[0]
+    assert len(rec["meta_trace"][0]["input"]) == 2 and any("Memory retrieve failed" in x for x in d.log)
