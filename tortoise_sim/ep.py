@@ -328,7 +328,9 @@ def run_ep(
     prior = {c: ((fg.claims[c].prior[0] - 1.0, fg.claims[c].prior[1] - 1.0) if fg.claims[c].prior else (0.0, 0.0))
              for c in affected}
     stale = {c: tuple(fg.stale.get(c, (0.0, 0.0))) for c in affected}
-    q: dict[str, Pair] = {c: back_map(cl.init[0] - 1.0, cl.init[1] - 1.0) for c, cl in fg.claims.items()}
+    # q0 = the stored pair itself (floored), not a round trip through natural parameters (which is inexact)
+    q: dict[str, Pair] = {c: (max(float(cl.init[0]), BETA_FLOOR), max(float(cl.init[1]), BETA_FLOOR))
+                          for c, cl in fg.claims.items()}
     last_seen: dict[str, tuple[Pair, ...]] = {}
     warm_skipped = 0
     delta = 0.0
