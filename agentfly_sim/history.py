@@ -55,6 +55,49 @@ class WordPieceTokenCounter:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
 
+class TiktokenCounter:
+    """tiktoken ``cl100k_base`` (upstream's counter), usable **only** when its BPE file is already cached locally
+    (``TIKTOKEN_CACHE_DIR`` or tiktoken's default cache); offline it cannot be fetched, so construction then raises
+    ``RuntimeError`` instead of touching the network."""
+
+    def __init__(self, encoding: str = "cl100k_base"):
+        import os
+        import tempfile
+
+        try:
+            import tiktoken
+            import tiktoken.load as tload
+        except ImportError as e:  # pragma: no cover - tiktoken is a transitive dependency of dspy/litellm
+            raise RuntimeError("tiktoken is not installed") from e
+        cache = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or os.path.join(
+            tempfile.gettempdir(), "data-gym-cache")
+        if not (os.path.isdir(cache) and os.listdir(cache)):
+            raise RuntimeError(f"tiktoken {encoding} BPE file is not cached locally ({cache}); use the default "
+                               "HeuristicTokenCounter or WordPieceTokenCounter offline")
+
+        def _no_network(url: str, expected_hash: str | None = None) -> bytes:
+            raise RuntimeError(f"tiktoken tried to download {url}; offline runs cannot fetch BPE files")
+
+        cached_read = tload.read_file_cached
+
+        def read_cached_only(blobpath: str, expected_hash: str | None = None) -> bytes:
+            orig = tload.read_file
+            tload.read_file = _no_network
+            try:
+                return cached_read(blobpath, expected_hash)
+            finally:
+                tload.read_file = orig
+
+        tload.read_file_cached = read_cached_only
+        try:
+            self.encoding = tiktoken.get_encoding(encoding)
+        finally:
+            tload.read_file_cached = cached_read
+
+    def count(self, text: str) -> int:
+        return len(self.encoding.encode(text, disallowed_special=()))
+
+
 class SharedHistory:
     """The driver's ``shared_history``: a list of ``{"role", "content"}`` dicts with an optional FIFO cap."""
 

@@ -64,3 +64,14 @@ def test_out_of_scope_servers():
         connect_server("serp_search")
     with pytest.raises(KeyError):
         connect_server("nope")
+
+
+def test_tiktoken_counter_refuses_without_local_file(tmp_path, monkeypatch):
+    from agentfly_sim.history import TiktokenCounter
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    with pytest.raises(RuntimeError, match="not cached locally"):
+        TiktokenCounter()
+    (tmp_path / "junk").write_text("x")  # a cache dir without the cl100k file: still no network
+    with pytest.raises(RuntimeError, match="offline runs cannot fetch"):
+        TiktokenCounter()
