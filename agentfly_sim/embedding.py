@@ -168,7 +168,8 @@ class CachedKeyIndex:
 class NpSelector:
     """The NP driver's retriever: faithful (default) or cached-index mode, with the model's device binding.
 
-    ``model_device``: ``auto`` (default; CUDA if available, else CPU, never mismatches), ``cpu`` or ``cuda``.
+    ``model_device``: ``auto`` (default; CUDA if available, else CPU; inputs follow the model, so it never
+    mismatches), ``cpu`` or ``cuda`` (inputs follow ``MEMORY_DEVICE``, so a mismatch raises).
     ``cuda`` without CUDA raises ``DriverStartupError`` at construction (upstream cannot start, AGF-14); with
     ``cuda_available=True`` injected on a CPU host the model is labelled ``cuda`` (computation stays on CPU) so
     that ``MEMORY_DEVICE=cpu`` reproduces upstream's device-mismatch ``RuntimeError``.
@@ -182,6 +183,7 @@ class NpSelector:
         if model_device == "cuda" and not self.cuda_available:
             raise DriverStartupError("np_model_device='cuda' but CUDA is not available: upstream moves the model to "
                                      "CUDA at import, so the NP driver cannot start on this host")
+        self.model_device = model_device
         self.tokenizer, self.model = load_np_encoder(model_path)
         if model_device == "cpu":
             self.label = "cpu"
@@ -197,9 +199,12 @@ class NpSelector:
 
     def retrieve(self, task: str, pairs: list[tuple[Any, ...]], device_str: str = "auto", top_k: int = 5,
                  max_length: int = MEMORY_MAX_LENGTH) -> list[dict[str, Any]]:
+        label: str | None = self.label
+        if self.model_device == "auto":  # the model sits where the inputs go: never mismatches (spec §3.7)
+            device_str, label = next(self.model.parameters()).device.type, None
         if self.index is not None:
             self.index.max_length = max_length
             return self.index.retrieve(task, pairs, device_str, top_k, cuda_available=self.cuda_available,
-                                       model_device_label=self.label)
+                                       model_device_label=label)
         return retrieve(task, pairs, self.tokenizer, self.model, device_str, top_k, max_length,
-                        cuda_available=self.cuda_available, model_device_label=self.label)
+                        cuda_available=self.cuda_available, model_device_label=label)

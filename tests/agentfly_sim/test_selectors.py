@@ -82,6 +82,8 @@ def test_device_binding():
     with pytest.raises(RuntimeError, match="same device"):
         sel.retrieve("q", _synthetic_pairs(3), "cpu", 2)
     assert len(sel.retrieve("q", _synthetic_pairs(3), "auto", 2)) == 2
+    auto = NpSelector("auto", cuda_available=True)  # the default never mismatches
+    assert len(auto.retrieve("q", _synthetic_pairs(3), "cpu", 2)) == 2
 
 
 def test_classifier_architecture():
