@@ -149,3 +149,14 @@ def test_load_pool_errors(tmp_path):
     texts, meta = load_pool(p)
     assert meta == [{"case": "a", "plan": {"plan": []}, "case_label": "unknown"},
                     {"case": "b", "plan": None, "case_label": "unknown"}]
+
+
+def test_topk_select_utility(tmp_path, untrained_ckpt):
+    from agentfly_sim.classifier import topk_select
+
+    pool, meta = load_pool(_pool_file(tmp_path, 7))
+    r = CaseRetriever(untrained_ckpt, device="cpu")
+    out = topk_select(r.model, r.tokenizer, "cpu", "Who wrote the novel?", pool, k=3)
+    assert len(out) == 3 and [p for _, p, _ in out] == sorted((p for _, p, _ in out), reverse=True)
+    full = {x["index"]: x["score"] for x in r.retrieve("Who wrote the novel?", pool, meta)}
+    assert all(abs(full[i] - p) < 1e-5 and pool[i] == t for t, p, i in out)
