@@ -177,13 +177,16 @@ class TortoiseStore:
         clock: Callable[[], datetime] | None = None,
         seed: int | None = 0,
         faults: FaultHooks | None = None,
-        buffer_pool_size: int = 128 * 1024 * 1024,
+        buffer_pool_size: int | None = None,
         max_db_size: int = 1 << 32,
     ) -> None:
         self.cfg = config or SimConfig()
         self.path = Path(path) if path is not None else None
         # Kuzu's defaults reserve 8 TiB of virtual address space and ~80 % of RAM per Database, which caps a
-        # process at a handful of live stores; the simulator's graphs are small, so bound both.
+        # process at a handful of live stores; bound both. Default buffer pool: 128 MiB for in-memory stores
+        # (tests open many), 1 GiB for an on-disk store (the CLI's; a 10,000-factor dream overflows 128 MiB).
+        if buffer_pool_size is None:
+            buffer_pool_size = (1 << 30) if self.path is not None else 128 * 1024 * 1024
         sizes = {"buffer_pool_size": buffer_pool_size, "max_db_size": max_db_size}
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
