@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -114,20 +114,12 @@ def load_pool(path: str | os.PathLike[str]) -> tuple[list[str], list[dict[str, A
     """
     texts: list[str] = []
     meta: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as f:
-        for ln, line in enumerate(f, 1):
-            s = line.strip()
-            if not s:
-                continue
-            try:
-                obj = json.loads(s)
-            except json.JSONDecodeError as e:
-                raise JsonlLineError(path, ln, f"malformed JSON: {e}") from e
-            if not isinstance(obj, dict) or obj.get("case") is None:
-                raise JsonlLineError(path, ln, "Each line in pool jsonl must contain 'case' field")
-            plan = obj.get("plan")
-            texts.append(build_icl_text(obj["case"], plan))
-            meta.append({"case": obj["case"], "plan": plan, "case_label": obj.get("case_label", "unknown")})
+    for ln, obj in iter_jsonl_strict(path):
+        if not isinstance(obj, dict) or obj.get("case") is None:
+            raise JsonlLineError(path, ln, "Each line in pool jsonl must contain 'case' field")
+        plan = obj.get("plan")
+        texts.append(build_icl_text(obj["case"], plan))
+        meta.append({"case": obj["case"], "plan": plan, "case_label": obj.get("case_label", "unknown")})
     if not texts:
         raise ValueError("Pool is empty")
     return texts, meta
@@ -178,17 +170,24 @@ def read_finished(path: str | os.PathLike[str]) -> list[str]:
     return finished
 
 
-def read_jsonl_strict(path: str | os.PathLike[str]) -> list[Any]:
-    """Read every non-blank line with ``json.loads`` (for inspection in tests and claims)."""
-    out: list[Any] = []
+def iter_jsonl_strict(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
+    """``(line_number, object)`` for every non-blank line; the first malformed line raises ``JsonlLineError``
+    (the whole-load-failure readers: PM pool, training pairs)."""
     with open(path, encoding="utf-8") as f:
         for ln, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise JsonlLineError(path, ln, str(e)) from e
-    return out
+            s = line.strip()
+            if not s:
+                continue
+            try:
+                obj = json.loads(s)
+            except json.JSONDecodeError as e:
+                raise JsonlLineError(path, ln, f"malformed JSON: {e}") from e
+            yield ln, obj
+
+
+def read_jsonl_strict(path: str | os.PathLike[str]) -> list[Any]:
+    """Read every non-blank line with ``json.loads`` (for inspection in tests and claims)."""
+    return [obj for _, obj in iter_jsonl_strict(path)]
 
 
 def write_jsonl(path: str | os.PathLike[str], rows: Iterable[Any]) -> Path:

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from .bank import JsonlLineError
+from .bank import JsonlLineError, iter_jsonl_strict
 from .classifier import UPSTREAM_PM_BACKBONE, MemoryRetrieverClassifier, load_backbone
 from .plans import CASE_TOKEN, PLAN_TOKEN, plan_text
 
@@ -50,30 +50,22 @@ class PairJsonlDataset:
         self.samples: list[dict[str, Any]] = []
         self.queries: list[str] = []
         self.lines: list[int] = []
-        with open(path, encoding="utf-8") as f:
-            for ln, line in enumerate(f, 1):
-                s = line.strip()
-                if not s:
-                    continue
-                try:
-                    obj = json.loads(s)
-                except json.JSONDecodeError as e:
-                    raise JsonlLineError(path, ln, f"malformed JSON: {e}") from e
-                q, case, label = obj.get("query"), obj.get("case"), obj.get("truth_label")
-                if q is None or case is None or label is None:
-                    raise JsonlLineError(path, ln, "missing query/case/truth_label",
-                                         display=f"[line {ln}] missing query/case/truth_label")
-                try:
-                    y = normalize_label(label)
-                except ValueError as e:
-                    raise JsonlLineError(path, ln, f"bad truth_label {label!r}: {e}", display=str(e)) from e
-                plan = obj.get("plan")
-                parts = [case_tok, str(case)]
-                if use_plan and plan is not None:
-                    parts += [plan_tok, plan_text(plan, plan_style)]
-                self.samples.append({"natural": str(q), "icl": "\n".join(parts).strip(), "label": y})
-                self.queries.append(str(q))
-                self.lines.append(ln)
+        for ln, obj in iter_jsonl_strict(path):
+            q, case, label = obj.get("query"), obj.get("case"), obj.get("truth_label")
+            if q is None or case is None or label is None:
+                raise JsonlLineError(path, ln, "missing query/case/truth_label",
+                                     display=f"[line {ln}] missing query/case/truth_label")
+            try:
+                y = normalize_label(label)
+            except ValueError as e:
+                raise JsonlLineError(path, ln, f"bad truth_label {label!r}: {e}", display=str(e)) from e
+            plan = obj.get("plan")
+            parts = [case_tok, str(case)]
+            if use_plan and plan is not None:
+                parts += [plan_tok, plan_text(plan, plan_style)]
+            self.samples.append({"natural": str(q), "icl": "\n".join(parts).strip(), "label": y})
+            self.queries.append(str(q))
+            self.lines.append(ln)
 
     def __len__(self) -> int:
         return len(self.samples)
