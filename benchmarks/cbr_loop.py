@@ -16,6 +16,8 @@ case it retrieves was admitted by the driver itself in an earlier question):
   checkpoint (the driver retrieves nothing without one); after each round the classifier is retrained
   (``--use_plan --freeze_backbone``, head only, lr 1e-3, 3 epochs) on all pairs the driver has written so far,
   i.e. the upstream recipe with the query's judgement as the target (AGF-09/AGF-22);
+- ``NP (mean pooling)``: the NP driver with sentence-transformers mean pooling instead of the pooler output (the
+  practitioner's choice; same driver loop, only the selector differs);
 - ``oracle``: NP driver with a selector that reads the hidden truth (right plans of the query's family first).
 
 K sweep: the NP and oracle arms with ``MEMORY_TOP_K`` in {1, 2, 4, 8, 16}.
@@ -34,7 +36,7 @@ import numpy as np
 
 from benchmarks.common import machine_description, md_table, meta_block, set_torch_threads, write_results
 from harness.worlds import CBRWorld, QuerySet
-from harness.worlds.cbr_agents import NoMemorySelector, OracleSelector, WorldPlanner
+from harness.worlds.cbr_agents import EncoderSelector, NoMemorySelector, OracleSelector, WorldPlanner
 
 K_SWEEP = (1, 2, 4, 8, 16)
 POLICY = {"p_base": 0.3, "p_exec": 0.9, "p_lucky": 0.05}
@@ -99,7 +101,12 @@ def run_arm(arm: str, world: CBRWorld, sets: list[QuerySet], lookup: dict[str, t
             driver = PMDriver(root / "client", planner, ScriptedExecutor(), ScriptedJudge("match"),
                               retriever=CaseRetriever(ckpt, device="cpu", cache_case_vectors=True), **common)
         else:
-            selector = {"none": NoMemorySelector(), "oracle": OracleSelector(world, lookup)}.get(arm, np_selector)
+            if arm == "np-mean":
+                from harness.embedding import get_encoder
+
+                selector = EncoderSelector(get_encoder("minilm-mean"))
+            else:
+                selector = {"none": NoMemorySelector(), "oracle": OracleSelector(world, lookup)}.get(arm, np_selector)
             driver = NPDriver(root / "client", planner, ScriptedExecutor(), ScriptedJudge("match"),
                               selector=selector, **common)
         summary = driver.run()
@@ -147,7 +154,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, rounds: int | None
     sets = _round_sets(world, rounds, per_round, seed)
     lookup = _lookup(sets)
     np_selector = NpSelector("cpu", cached=True)
-    jobs = [("none", 8), ("np", 8), ("pm", 8), ("oracle", 8)]
+    jobs = [("none", 8), ("np", 8), ("np-mean", 8), ("pm", 8), ("oracle", 8)]
     jobs += [(a, k) for a in ("np", "oracle") for k in K_SWEEP if k != 8]
     arms: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(dir=tmp_dir) as td:
@@ -177,7 +184,7 @@ def _k_sweep(arms: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda x: (x["arm"], x["k"]))
 
 
-LABELS = {"none": "no memory", "np": "NP (pooler)", "pm": "PM (classifier, retrained per round)",
+LABELS = {"none": "no memory", "np": "NP (pooler)", "np-mean": "NP (mean pooling)", "pm": "PM (classifier, retrained per round)",
           "oracle": "oracle selector"}
 
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -84,6 +85,30 @@ class _StubPooler:
         return SimpleNamespace(pooler_output=self._vec.expand(n, -1), last_hidden_state=None)
 
 
+@contextmanager
+def _injected_key_vectors(keys: list[str], mat: np.ndarray) -> Iterator[None]:
+    """During ``CachedKeyIndex.rebuild`` only, replace agentfly_sim's embedding function by a lookup of the given
+    random vectors (a key's first row), so a 1e6-key index is built without MiniLM; queries stay real."""
+    import torch
+
+    import agentfly_sim.embedding as np_embedding
+
+    first: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    real = np_embedding.embed_texts
+
+    def lookup(texts: Any, *args: Any, **kwargs: Any) -> Any:
+        idx = np.fromiter((first[t] for t in texts), dtype=np.int64, count=len(texts))
+        return torch.from_numpy(mat[idx])
+
+    np_embedding.embed_texts = lookup
+    try:
+        yield
+    finally:
+        np_embedding.embed_texts = real
+
+
 def numpy_bound(mat: np.ndarray, q: np.ndarray, k: int = TOP_K) -> np.ndarray:
     """The bare lower bound: one matmul, ``argpartition`` for the top k, sort of those k."""
     sims = mat @ q
@@ -99,7 +124,6 @@ def _median_ms(times: list[float]) -> float:
 def np_section(world: CBRWorld, sizes: list[int], faithful_sizes: list[int], n_faithful: int, n_cached: int,
                seed: int, track: Callable) -> dict[str, Any]:
     import faiss
-    import torch
 
     from agentfly_sim.embedding import CachedKeyIndex, embed_texts, load_np_encoder, retrieve
 
@@ -149,11 +173,13 @@ def np_section(world: CBRWorld, sizes: list[int], faithful_sizes: list[int], n_f
                 rand_all = _unit_vectors(biggest, seed)
             mat = rand_all[:n]
             index = CachedKeyIndex(tok, model)
-            tmat = torch.from_numpy(mat)
-            index.vectors = dict(zip(keys, tmat.unbind(0), strict=True))  # prefill the cache (random vectors)
+            before = getattr(model, "memsim_texts_embedded", 0)
             t0 = time.perf_counter()
-            index.rebuild(pairs)
+            with _injected_key_vectors(keys, mat):
+                index.rebuild(pairs)
             row["np_cached_build_s"] = time.perf_counter() - t0
+            if getattr(model, "memsim_texts_embedded", 0) != before:  # pragma: no cover - guards the injection
+                raise RuntimeError("index build embedded texts with MiniLM; the vector injection failed")
             mat = index.matrix.numpy()
             row["vectors"] = "random unit vectors (index-side timing)"
             row["np_faithful_measured"] = False
@@ -320,6 +346,17 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable | 
     return write_results(out_dir, "cost", payload, render_markdown(payload), _figure(payload))
 
 
+def rerender(out_dir: Path) -> list[Path]:
+    """Recompute ratios and levels from ``cost.json`` and rewrite ``cost.{json,md,png}`` (no re-measurement)."""
+    import json
+
+    payload = json.loads((out_dir / "cost.json").read_text(encoding="utf-8"))
+    res = {k: payload[k] for k in ("np", "pm", "tortoise", "fractal") if k in payload}
+    payload["ratios"] = compute_ratios(res)
+    payload["levels"] = expected_levels(res)
+    return write_results(out_dir, "cost", payload, render_markdown(payload), _figure(payload))
+
+
 def compute_ratios(res: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
 
@@ -372,30 +409,48 @@ def expected_levels(res: dict[str, Any]) -> list[dict[str, Any]]:
         v = _ratio(r["np_faithful_ms"], r["np_cached_ms"])
         checks = [c for c in res["np"]["ranking_checks"] if c["n_cases"] == REF_SIZE]
         ident = bool(checks) and checks[0]["identical_top8"] == checks[0]["queries"]
+        per_text, q_enc = res["np"]["per_text_encode_ms"], res["np"]["query_encode_ms"]
         levels.append({"level": "NP cached >= 500x faster than NP faithful at 1,278 cases, identical rankings",
                        "measured": f"{v:,.0f}x; identical top-8 on {checks[0]['identical_top8']}/"
                                    f"{checks[0]['queries']} queries" if checks else f"{v:,.0f}x",
-                       "met": bool(v >= 500 and ident)})
+                       "met": bool(v >= 500 and ident),
+                       "why": (f"NP cached still runs MiniLM on the query alone ({q_enc:.1f} ms for one text, "
+                               f"{r['np_cached_index_ms']:.2f} ms index side), while faithful mode encodes in batches "
+                               f"of 64 at {per_text:.2f} ms per text, so the speed-up is bounded near "
+                               f"1,279 x {per_text:.2f} / {q_enc:.1f} = {REF_SIZE * per_text / q_enc:,.0f}x on this "
+                               "machine; one-text encodes do not amortise tokenizer and framework overhead.")})
     pm = res["pm"]
     if pm["n_cases"] == REF_SIZE:
         v = _ratio(pm["upstream_ms"], pm["cached_ms"])
         levels.append({"level": "PM cached >= 1,000x faster than upstream-style scoring at 1,278 cases",
                        "measured": f"{v:,.0f}x (max |score diff| {pm['max_abs_score_diff']:.1e})",
-                       "met": bool(v >= 1000 and pm["max_abs_score_diff"] <= 1e-5)})
+                       "met": bool(v >= 1000 and pm["max_abs_score_diff"] <= 1e-5),
+                       "why": (f"the cached mode still encodes the query ({pm['cached_ms']:.1f} ms per query in "
+                               f"total, head over {pm['n_cases']:,} cases included) while upstream-style scoring "
+                               f"costs {pm['upstream_per_case_ms']:.1f} ms per case on this machine.")})
     if 1_000_000 in by_n:
         r = by_n[1_000_000]
         v = _ratio(r["np_cached_ms"], r["numpy_bound_incl_encode_ms"])
         w = _ratio(r["np_cached_index_ms"], r["numpy_bound_ms"])
         levels.append({"level": "NP cached at 1e6 cases within 3x of the numpy bound",
                        "measured": f"{w:.2f}x index side (encoder stubbed); {v:.2f}x end to end (both incl. the "
-                                   "MiniLM query encode)", "met": bool(w <= 3)})
+                                   "MiniLM query encode)", "met": bool(w <= 3),
+                       "why": ("besides the matmul, CachedKeyIndex.retrieve rebuilds the key list of all "
+                               "pairs and compares it with the cached one on every query (O(N) Python), and "
+                               "builds result dicts after torch.topk.")})
     tor = res.get("tortoise") or {}
     rows = {r["points"]: r for r in tor.get("rows", [])}
     if 100_000 in rows and rows[100_000].get("p50_ms") is not None:
         r = rows[100_000]
+        meas = [x for x in tor["rows"] if not x.get("extrapolated")]
+        growth = ", ".join(f"{x['p50_ms']:.0f} ms at {x['points']:,}" for x in meas)
         levels.append({"level": "Tortoise volunteer p50 <= 50 ms at 1e5 points",
                        "measured": f"{r['p50_ms']:.1f} ms" + (" (extrapolated)" if r.get("extrapolated") else ""),
-                       "met": bool(r["p50_ms"] <= 50)})
+                       "met": bool(r["p50_ms"] <= 50),
+                       "why": ("search_points (called once, or twice when the current arm is short) reads every live point's content and "
+                               "384-d embedding out of Kuzu on every call and scores the lexical and vector legs "
+                               f"in Python, so latency grows linearly with the graph (p50 {growth}); the default "
+                               "SimConfig has vector_index=False.")})
     return levels
 
 
@@ -447,8 +502,9 @@ def render_markdown(p: dict[str, Any]) -> str:
                          f"{x['submit_ms']:.1f}") for x in fr.get("per_turn", [])])]
     lines += ["", "### Ratios measured in this run", ""] + [f"- {r['text']}" for r in p["ratios"]]
     lines += ["", "### Expected levels (issue 7)", "",
-              md_table(("expected", "measured", "met"), [(lv["level"], lv["measured"], "yes" if lv["met"] else "no")
-                                                         for lv in p["levels"]])]
+              md_table(("expected", "measured", "met", "why (when missed)"),
+                       [(lv["level"], lv["measured"], "yes" if lv["met"] else "no",
+                         "" if lv["met"] else lv.get("why", "")) for lv in p["levels"]])]
     if p.get("notes"):
         lines += ["", *[f"- {n}" for n in p["notes"]]]
     lines += ["", "![cost](cost.png)", "", meta_block(p["meta"])]
@@ -489,8 +545,14 @@ def _figure(p: dict[str, Any]) -> Any:
     trs = [r for r in tor.get("rows", []) if r.get("p50_ms") is not None]
     if trs:
         x = [r["points"] for r in trs]
-        ax.plot(x, [r["p50_ms"] for r in trs], "o-", label="p50")
-        ax.plot(x, [r["p95_ms"] for r in trs], "s--", label="p95")
+        ax.plot(x, [r["p50_ms"] for r in trs], "o-", color="tab:blue", label="p50")
+        ax.plot(x, [r["p95_ms"] for r in trs], "s--", color="tab:orange", label="p95")
+        ext = [r for r in trs if r.get("extrapolated")]
+        if ext:
+            ax.plot([r["points"] for r in ext], [r["p50_ms"] for r in ext], "o", ms=11, mfc="white",
+                    color="tab:blue", label="extrapolated (not built)")
+            ax.plot([r["points"] for r in ext], [r["p95_ms"] for r in ext], "s", ms=11, mfc="white",
+                    color="tab:orange")
         ax.axhline(50, color="grey", ls=":", label="50 ms level")
         ax.set_xscale("log")
         ax.set_yscale("log")

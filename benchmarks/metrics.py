@@ -4,6 +4,8 @@ Conventions (the TREC ones, so the cross-check is exact):
 - a case is *relevant* for Recall and MRR iff its graded relevance is >= 1 (``rel_threshold``);
 - ``Recall@k`` = relevant cases in the top k / all relevant cases of the query (0 when the query has none);
 - ``MRR`` = 1 / rank of the first relevant case (0 when none is ranked);
+- ``P@8`` = relevant cases among the top 8 / 8 (trec_eval's ``P_8``): with tens of relevant cases per query,
+  Recall@8 is capped at 8 / (relevant cases), so P@8 says more about what the planner is shown;
 - ``nDCG@10`` uses linear gains (gain = grade) and ``1/log2(rank+1)`` discounts, normalised by the ideal ranking
   of the query's full relevance list (trec_eval's ``ndcg_cut_10``);
 - ``neg_share@8`` = share of cases labelled negative among the delivered top 8 (the stored label, i.e. what the
@@ -27,6 +29,11 @@ def recall_at(ranking: Sequence[int], rel: np.ndarray, k: int, rel_threshold: in
         return 0.0
     top = np.asarray(ranking[:k], dtype=np.int64)
     return float((rel[top] >= rel_threshold).sum()) / n_rel
+
+
+def precision_at(ranking: Sequence[int], rel: np.ndarray, k: int, rel_threshold: int = 1) -> float:
+    top = np.asarray(ranking[:k], dtype=np.int64)
+    return float((rel[top] >= rel_threshold).sum()) / k
 
 
 def reciprocal_rank(ranking: Sequence[int], rel: np.ndarray, rel_threshold: int = 1) -> float:
@@ -55,10 +62,11 @@ def negative_share(ranking: Sequence[int], positive_label: np.ndarray, k: int = 
 
 def evaluate_run(rankings: Sequence[Sequence[int]], qrels: Sequence[np.ndarray],
                  positive_label: np.ndarray | None = None) -> dict[str, float]:
-    """Mean metrics over queries: ``R@1, R@4, R@8, nDCG@10, MRR`` and, given labels, ``neg_share@8``."""
+    """Mean metrics over queries: ``R@1, R@4, R@8, P@8, nDCG@10, MRR`` and, given labels, ``neg_share@8``."""
     if len(rankings) != len(qrels):
         raise ValueError("one ranking per query")
     per: dict[str, list[float]] = {f"R@{k}": [] for k in CUTOFFS}
+    per["P@8"] = []
     per["nDCG@10"] = []
     per["MRR"] = []
     if positive_label is not None:
@@ -66,6 +74,7 @@ def evaluate_run(rankings: Sequence[Sequence[int]], qrels: Sequence[np.ndarray],
     for ranking, rel in zip(rankings, qrels, strict=True):
         for k in CUTOFFS:
             per[f"R@{k}"].append(recall_at(ranking, rel, k))
+        per["P@8"].append(precision_at(ranking, rel, 8))
         per["nDCG@10"].append(ndcg_at(ranking, rel, 10))
         per["MRR"].append(reciprocal_rank(ranking, rel))
         if positive_label is not None:

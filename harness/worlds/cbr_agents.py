@@ -167,6 +167,34 @@ class OracleSelector:
                 for r, (g, li, q, plan) in enumerate(scored[:top_k], 1)]
 
 
+class EncoderSelector:
+    """NP ``selector=`` over any ``encode(texts)`` encoder (e.g. ``harness.embedding.get_encoder("minilm-mean")``):
+    cosine over L2-normalised key vectors, cached by key string; ties by lower line index. The practitioner's
+    alternative to NP's pooler-output embedding, in the driver's own loop."""
+
+    def __init__(self, encoder: Any):
+        self.encoder = encoder
+        self.cache: dict[str, Any] = {}
+
+    def retrieve(self, task: str, pairs: list[tuple[Any, ...]], device_str: str = "auto", top_k: int = 5,
+                 max_length: int = 256) -> list[dict[str, Any]]:
+        import numpy as np
+
+        if top_k < 0:
+            raise RuntimeError("selected index k out of range")
+        keys = [str(p[0]) for p in pairs]
+        missing = list(dict.fromkeys(k for k in keys if k not in self.cache))
+        if missing:
+            self.cache.update(zip(missing, self.encoder.encode(missing), strict=True))
+        if not keys or top_k == 0:
+            return []
+        mat = np.stack([self.cache[k] for k in keys])
+        sims = mat @ self.encoder.encode([task])[0]
+        order = np.lexsort((np.arange(len(keys)), -sims))[:top_k]
+        return [{"rank": r, "score": round(float(sims[i]), 6), "question": pairs[i][0], "plan": pairs[i][1],
+                 "line_index": pairs[i][2]} for r, i in enumerate(order, 1)]
+
+
 class NoMemorySelector:
     """NP ``selector=`` that delivers no case: the prompt is the trailer alone, so the planner plans unaided."""
 

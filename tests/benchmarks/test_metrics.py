@@ -41,13 +41,14 @@ def test_metrics_match_pytrec_eval_on_world_run() -> None:
 
     qrel, run = _trec_inputs(rankings, qrels)
     # relevance_level 1: grades >= 1 count as relevant for recall / reciprocal rank
-    ev = pytrec_eval.RelevanceEvaluator(qrel, {"recall.1,4,8", "ndcg_cut.10", "recip_rank"}, relevance_level=1)
+    ev = pytrec_eval.RelevanceEvaluator(qrel, {"recall.1,4,8", "P.8", "ndcg_cut.10", "recip_rank"}, relevance_level=1)
     res = ev.evaluate(run)
     mean = {m: float(np.mean([res[q][m] for q in res])) for m in
-            ("recall_1", "recall_4", "recall_8", "ndcg_cut_10", "recip_rank")}
+            ("recall_1", "recall_4", "recall_8", "P_8", "ndcg_cut_10", "recip_rank")}
     assert ours["R@1"] == pytest.approx(mean["recall_1"], abs=1e-9)
     assert ours["R@4"] == pytest.approx(mean["recall_4"], abs=1e-9)
     assert ours["R@8"] == pytest.approx(mean["recall_8"], abs=1e-9)
+    assert ours["P@8"] == pytest.approx(mean["P_8"], abs=1e-9)
     assert ours["nDCG@10"] == pytest.approx(mean["ndcg_cut_10"], abs=1e-9)
     assert ours["MRR"] == pytest.approx(mean["recip_rank"], abs=1e-9)
     assert 0.0 < ours["nDCG@10"] < 1.0
