@@ -43,8 +43,8 @@ def selectors(
     quick: QuickOpt = False,
     out: OutOpt = None,
     seed: SeedOpt = 0,
-    cases: Annotated[int | None, typer.Option(help="Bank size (default 2000; quick 150).")] = None,
-    queries: Annotated[int | None, typer.Option(help="Number of queries (default 300; quick 15).")] = None,
+    cases: Annotated[int | None, typer.Option(min=20, help="Bank size (default 2000; quick 150).")] = None,
+    queries: Annotated[int | None, typer.Option(min=1, help="Number of queries (default 300; quick 15).")] = None,
     data_dir: Annotated[Path | None, typer.Option(
         help="AgentFly corpora directory for the corpus section (default: $MEMSIM_AGENTFLY_DATA or "
              "../shared/data/agentfly; skipped when absent).")] = None,
@@ -62,8 +62,8 @@ def cbr_loop(
     quick: QuickOpt = False,
     out: OutOpt = None,
     seed: SeedOpt = 0,
-    rounds: Annotated[int | None, typer.Option(help="Rounds R (default 5; quick 2).")] = None,
-    per_round: Annotated[int | None, typer.Option(help="Questions per round (default 80; quick 6).")] = None,
+    rounds: Annotated[int | None, typer.Option(min=1, help="Rounds R (default 5; quick 2).")] = None,
+    per_round: Annotated[int | None, typer.Option(min=1, help="Questions per round (default 80; quick 6).")] = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Learning curves of the NP and PM drivers (offline scripted planner and judge) vs no memory and an oracle,
