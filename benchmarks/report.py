@@ -72,8 +72,9 @@ def headline(sel: dict[str, Any] | None, loop: dict[str, Any] | None, cost: dict
                    f"pooling) {mean('np-mean')}, PM {mean('pm')}, oracle {mean('oracle')}.")
     if cost:
         for lv in cost.get("levels", []):
+            why = f": {lv['why'].rstrip('.')}" if not lv["met"] and lv.get("why") else ""
             out.append(f"- **Expected level** \"{lv['level']}\": measured {lv['measured']} "
-                       f"({'met' if lv['met'] else 'not met'}).")
+                       f"({'met' if lv['met'] else 'not met'}{why}).")
     return out
 
 

@@ -144,6 +144,28 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, n_cases: int | Non
     return write_results(out_dir, "selectors", payload, md, _figure(rows))
 
 
+READING = (
+    "Reading the table. The paraphrase templates of one family share their relation words (\"directed\", "
+    "\"birthplace\"), which favours BM25 on this world; entity names recur across sibling families (same entity "
+    "type, different relation), which pulls every selector toward sibling cases whose plans are wrong for the "
+    "query. all-MiniLM-L6-v2 was trained for mean pooling; NP's faithful code reads the BERT `pooler_output` "
+    "(a head never tuned for similarity), and that choice alone costs about half of mean pooling's P@8. The PM "
+    "classifier trained on burn-in pairs ranks like random: each pair carries the judgement of its query, "
+    "identical for all cases of that query, so nothing in the labels says which case is the better one (its "
+    "validation AUC is high only because the default row-level split puts every validation query in train, "
+    "AGF-35). With family-match labels the same head, an MLP over the concatenated frozen CLS vectors of case and "
+    "query, still barely beats random from 800 pairs; a likely reason is that it must learn the case-query "
+    "interaction from scratch, without a similarity feature.")
+
+
+def rerender(out_dir: Path) -> list[Path]:
+    """Rewrite ``selectors.md`` and ``selectors.png`` from ``selectors.json`` (no re-run)."""
+    import json
+
+    payload = json.loads((out_dir / "selectors.json").read_text(encoding="utf-8"))
+    return write_results(out_dir, "selectors", payload, render_markdown(payload), _figure(payload["rows"]))
+
+
 def render_markdown(payload: dict[str, Any]) -> str:
     meta = payload["meta"]
     w = meta["world"]
@@ -169,6 +191,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
             lines.append(f"{r['selector']}: {r['train_note']}")
     if payload.get("notes"):
         lines += ["", *[f"- {n}" for n in payload["notes"]]]
+    lines += ["", READING]
     from benchmarks.corpus import render_corpus_markdown
 
     lines += ["", render_corpus_markdown(payload.get("corpus") or {})]
