@@ -463,7 +463,8 @@ def render_markdown(p: dict[str, Any]) -> str:
              "for the index side (the query is still MiniLM-encoded for NP cached); NP faithful there is "
              "*extrapolated* as (N+1) x per-text cost. \"NP cached index side\" runs `CachedKeyIndex.retrieve` "
              "with the query encoder stubbed (a fixed vector), isolating the index cost. numpy bound = one matmul + "
-             "`argpartition` + sort of 8 (one BLAS thread); FAISS = `IndexFlatIP.search` (one OpenMP thread).", ""]
+             "`argpartition` + sort of 8 (one BLAS thread); FAISS = `IndexFlatIP.search` (one OpenMP thread). "
+             "\"cached build s\" for the random-vector rows excludes encoding (vectors injected).", ""]
     rows = []
     for r in npr["rows"]:
         rows.append((f"{r['n_cases']:,}", f"{r['np_faithful_ms']:,.1f}" + ("" if r.get("np_faithful_measured")
