@@ -149,7 +149,7 @@ def volunteer(
     window = parsed if isinstance(parsed, list) else [{"role": "user", "content": raw.strip()}]
     path = db_path(db)
     if not path.exists():
-        raise fail(f"{path}:1: no Tortoise store (create one with `memsim tortoise create-point` or `capture`)")
+        raise fail(f"{path}: no Tortoise store (create one with `memsim tortoise create-point` or `capture`)")
     prior = prior_context.read_text(encoding="utf-8") if prior_context is not None else None
     try:
         res = open_sim(path).volunteer_context(window, max_pointers=max_pointers, min_confidence=min_confidence,
@@ -323,11 +323,11 @@ def retract(
 
     path = db_path(db)
     if not path.exists():
-        raise fail(f"{path}:1: no Tortoise store")
+        raise fail(f"{path}: no Tortoise store")
     try:
         res = open_sim(path).retract_point(point_id, valid_to=valid_to, dry_run=dry_run)
     except LifecycleError as exc:
-        raise fail(f"{point_id}:1: {exc.code}") from None
+        raise fail(f"retract {point_id!r}: {exc.code}") from None
     _print_json({k: v for k, v in res.items() if k != "embedding"})
 
 
@@ -340,9 +340,9 @@ def supersede(old_id: Annotated[str, typer.Argument()], new_id: Annotated[str, t
     try:
         res = open_sim(db, must_exist=True).supersede_point(old_id, new_id)
     except LifecycleError as exc:
-        raise fail(f"{old_id}:1: {exc.code}") from None
+        raise fail(f"supersede {old_id!r} by {new_id!r}: {exc.code}") from None
     except FileNotFoundError as exc:
-        raise fail(f"{exc}:1: missing store") from None
+        raise fail(f"{exc}: no Tortoise store") from None
     _print_json(res)
 
 
@@ -352,9 +352,9 @@ def show(point_id: Annotated[str, typer.Argument()], db: DbOpt = None) -> None:
     try:
         row = open_sim(db, must_exist=True).get_point(point_id)
     except FileNotFoundError as exc:
-        raise fail(f"{exc}:1: missing store") from None
+        raise fail(f"{exc}: no Tortoise store") from None
     if row is None:
-        raise fail(f"{point_id}:1: no such point")
+        raise fail(f"no point with id {point_id!r}")
     _print_json({k: v for k, v in row.items() if k != "embedding"})
 
 
@@ -364,7 +364,7 @@ def feed(db: DbOpt = None, last: Annotated[int, typer.Option(help="Only the last
     try:
         rows = open_sim(db, must_exist=True).store.feed()
     except FileNotFoundError as exc:
-        raise fail(f"{exc}:1: missing store") from None
+        raise fail(f"{exc}: no Tortoise store") from None
     for r in rows[-last:]:
         sys.stdout.write(json.dumps({"seq": r["seq"], "type": r["type"], "payload": r["payload"]}) + "\n")
 
