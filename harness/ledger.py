@@ -167,7 +167,7 @@ table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:4p
 th{background:#f3f3f3;cursor:pointer;user-select:none}th:hover{background:#e6e6e6}
 .holds{background:#e6f6e6}.refuted{background:#fdf1d8}.error{background:#f9d6d6}.skipped{background:#ececec}
 pre{white-space:pre-wrap;max-height:30em;overflow:auto;background:#fafafa;padding:6px;margin:4px 0}
-summary{cursor:pointer;color:#245}.counts td{text-align:right}
+summary{cursor:pointer;color:#245}table.counts{width:auto;margin-bottom:1em}.counts td{text-align:right}
 </style></head><body>"""
 
 _HTML_SCRIPT = """<script>
