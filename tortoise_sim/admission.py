@@ -27,7 +27,7 @@ from .text import object_id, sha256_hex, subject_id
 __all__ = [
     "POINT_KINDS", "STATUSES", "TIER_PRIORS", "create_point", "create_point_tool", "update_point", "promote_point",
     "set_point_baseline", "create_operator", "create_direct_edge", "mitigate_operator", "diary_write",
-    "diary_read", "checkpoint", "tier_prior", "MITIGATION_MARKER",
+    "diary_read", "checkpoint", "tier_prior", "MITIGATION_MARKER", "bulk_create_points",
 ]
 
 log = logging.getLogger("tortoise_sim")
@@ -177,6 +177,136 @@ def create_point(
     row = _require_point(store, pid)
     store.emit_event("PointAdded", {"id": pid, "kind": kind, "content_hash": content_hash}, snapshot=row)
     return row
+
+
+_ARROW_TYPES = {"STRING": "string", "BOOLEAN": "bool_", "DOUBLE": "float64", "INT64": "int64"}
+_BULK_CHUNK = 20_000
+
+
+def bulk_create_points(
+    store: TortoiseStore,
+    rows: Sequence[dict[str, Any]],
+    *,
+    embed_batch: int = 1,
+) -> list[str]:
+    """Seeding / benchmark bulk loader: write many plain Points through pyarrow ``LOAD FROM`` (20,000 per
+    statement, one transaction per call). NOT a faithful writer: ``create_point`` stays the default path.
+
+    Each row is a dict with ``kind`` and ``content`` and optionally ``id``, ``status`` (default ``draft``),
+    ``credibility``, ``is_episodic`` and further scalar properties (``props``-style keys, nested dicts flattened
+    as in ``create_point``). Every Point gets exactly the columns and values ``create_point(store, kind, content,
+    **row)`` (``dedup=False``) writes: ``id``, ``content``, ``pointKind``, ``is_operator=false``, ``status``,
+    ``createdAt``/``updatedAt``, ``content_hash``, ``embedding`` (``store.embed``, fail-open NULL),
+    ``is_episodic``, whitelisted props, ``extra_props`` JSON for the rest, and for a credibility tier the baseline
+    columns (``baseline_set``, ``baseline_source='explicit'``, ``ep_alpha``, ``ep_beta``), then ``ep_dirty=true``.
+
+    Differences, by design (it is a seeding path):
+    - no per-point provenance: no ``PointAdded`` GraphEvent / journal line, no fault hooks, no
+      ``create_point_calls`` count;
+    - one timestamp (``store.now()``) for every row and one ``_mark_dirty`` over all ids, so
+      ``EpMeta.ep_version`` moves once per call and every row shares that ``ep_dirty_at`` (``create_point`` bumps
+      the epoch once per point, twice with a credibility); messages are invalidated once when any row has a
+      credibility (``set_point_baseline`` does it graph-wide per point);
+    - ``tags`` and ``extractedFrom`` (which create Tag / Source nodes and edges) and ``dedup`` are not supported
+      (ValueError);
+    - ``embed_batch`` > 1 embeds that many contents per encoder call (faster with MiniLM; padded batches may
+      differ from one-at-a-time vectors in the last float bits); the default 1 embeds like ``create_point``.
+
+    Returns the ids in row order.
+    """
+    import pyarrow as pa
+
+    from .embed import EMBED_DIM
+
+    prepared: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for row in rows:
+        row = dict(row)
+        kind, content = row.pop("kind"), row.pop("content")
+        status = row.pop("status", "draft")
+        credibility = row.pop("credibility", None)
+        is_episodic = row.pop("is_episodic", None)
+        pid = row.pop("id", None)
+        if row.pop("dedup", False):
+            raise ValueError("bulk_create_points does not deduplicate")
+        if kind not in POINT_KINDS:
+            log.warning("unknown point kind %r accepted (open vocabulary)", kind)
+        flat = _flatten(row)
+        bad = [k for k in flat if k in SERVER_MANAGED]
+        if bad:
+            raise ValueError(f"server-managed keys are not accepted: {bad}")
+        if "search_keys" in flat and isinstance(flat["search_keys"], list | tuple):
+            flat["search_keys"] = " ".join(str(x) for x in flat["search_keys"])
+        if "context" in flat:
+            raise TypeError("create_point() does not accept 'context'")
+        if not isinstance(content, str):
+            raise TypeError("content must be a string")
+        if status not in STATUSES:
+            raise ValueError(f"invalid status {status!r}")
+        unsupported = [k for k in ("tags", "extractedFrom") if k in flat]
+        if unsupported:
+            raise ValueError(f"bulk_create_points does not write {unsupported}; use create_point")
+        if pid is not None:
+            if pid in seen:
+                raise DuplicatePointId(pid)
+            seen.add(pid)
+        prepared.append({"kind": kind, "content": content, "status": status, "credibility": credibility,
+                         "is_episodic": is_episodic, "id": pid, "flat": flat})
+    if not prepared:
+        return []
+    given = [p["id"] for p in prepared if p["id"] is not None]
+    if given:
+        clash = store.query("MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id ORDER BY id LIMIT 1",
+                            {"ids": given})
+        if clash:
+            raise DuplicatePointId(clash[0]["id"])
+    now = store.now()
+    contents = [p["content"] for p in prepared]
+    step = max(1, int(embed_batch))
+    embeddings: list[list[float] | None] = []
+    for s in range(0, len(contents), step):
+        embeddings.extend(store.embed(contents[s:s + step]))
+    records: list[dict[str, Any]] = []
+    for p, emb in zip(prepared, embeddings, strict=True):
+        pid = p["id"] or store.new_id()
+        cols: dict[str, Any] = {
+            "id": pid, "content": p["content"], "pointKind": p["kind"], "is_operator": False, "status": p["status"],
+            "createdAt": now, "updatedAt": now, "content_hash": sha256_hex(p["content"]), "embedding": emb,
+            "is_episodic": bool(p["is_episodic"]) if p["is_episodic"] is not None else False,
+        }
+        extra: dict[str, Any] = {}
+        for k, v in p["flat"].items():
+            if k in POINT_COLUMNS and k not in cols:
+                cols[k] = v
+            elif k not in cols:
+                extra[k] = v
+        if extra:
+            cols["extra_props"] = json.dumps(extra, default=str, sort_keys=True)
+        if p["credibility"] is not None:
+            a, b = tier_prior(p["credibility"])
+            cols.update(baseline_set=True, baseline_source="explicit", ep_alpha=float(a), ep_beta=float(b))
+        records.append(cols)
+    ids = [r["id"] for r in records]
+    with store.transaction():
+        # ``_mark_dirty(ids)`` for fresh points (no operator has an edge to them yet): one epoch bump, the flags
+        # written with the rows themselves
+        epoch = int(store.query(
+            "MATCH (m:EpMeta {key:'ep'}) SET m.ep_version = m.ep_version + 1 RETURN m.ep_version AS v")[0]["v"])
+        for r in records:
+            r["ep_dirty"], r["ep_dirty_at"] = True, epoch
+        names = [c for c in POINT_COLUMNS if any(c in r for r in records)]
+        types = {c: (pa.list_(pa.float32(), EMBED_DIM) if c == "embedding"
+                     else getattr(pa, _ARROW_TYPES[POINT_COLUMNS[c]])()) for c in names}
+        pattern = ", ".join(f"`{c}`: c{i}" for i, c in enumerate(names))
+        for s in range(0, len(records), _BULK_CHUNK):
+            chunk = records[s:s + _BULK_CHUNK]
+            table = pa.table({f"c{i}": pa.array([r.get(c) for r in chunk], type=types[c])
+                              for i, c in enumerate(names)})
+            store.bulk_load(f"LOAD FROM tbl CREATE (n:Point {{{pattern}}}) RETURN count(*) AS n", table)
+        if any(p["credibility"] is not None for p in prepared):
+            store.invalidate_messages()
+    store.dirty_roots.update(ids)
+    return ids
 
 
 def create_point_tool(store: TortoiseStore, kind: str, content: str, **kw: Any) -> dict[str, Any]:

@@ -37,6 +37,7 @@ class SimConfig:
     ep_tol: float = 1e-4
     embedder: Literal["minilm", "hashing", "none"] = "minilm"
     vector_index: bool = False
+    search_cache: bool = True  # exact per-process search cache (search.py); False = the per-call Kuzu scan
     turn_store: Literal["graph", "record", "both"] = "graph"
     event_log_path: str | None = None
     record_store_path: str | None = None

@@ -35,6 +35,7 @@ def search_points(
     exclude_outdated_flag: bool = True,
     *,
     force_breaker_open: bool = False,
+    cached: bool | None = None,
 ) -> tuple[list[dict[str, Any]], SearchTrace]:
     """Default = exact brute-force cosine; ``SimConfig.vector_index=True`` takes the vector leg's candidates
     from Kuzu's (approximate) vector index over the ``PointVec`` side table, then re-ranks them exactly.
@@ -42,11 +43,20 @@ def search_points(
     Population = plain claims with content and a status not excluded (NULL status = live). Lexical leg:
     >= 1 shared significant token, by shared count desc, id asc. Vector leg: exact cosine >= 0.3 over stored
     embeddings, desc, id asc. Score = sum 1/(60 + rank); order score desc, id asc; cut to ``limit``.
-    ``force_breaker_open`` is the test hook for ``trace.breaker_open`` (returns no hits)."""
+    ``force_breaker_open`` is the test hook for ``trace.breaker_open`` (returns no hits).
+
+    ``cached`` (default ``SimConfig.search_cache``, True): answer from the exact per-process cache of
+    :func:`_search_cached` (same hits, order, scores and trace counts); False = the per-call Kuzu scan below,
+    kept as the reference. ``vector_index=True`` always takes the scan path."""
     trace = SearchTrace()
     if force_breaker_open:
         trace.breaker_open = True
         return [], trace
+    use_cache = store.cfg.search_cache if cached is None else cached
+    if use_cache and not store.cfg.vector_index:
+        out = _search_cached(store, query, limit, exclude_statuses, exclude_outdated_flag)
+        if out is not None:
+            return out
     where = "n.is_operator = false AND n.op_type IS NULL AND n.content IS NOT NULL"
     params: dict[str, Any] = {}
     if exclude_statuses:
@@ -101,3 +111,196 @@ def search_points(
         hits.append({"id": pid, "content": r["content"], "point_kind": r["point_kind"], "status": r["status"],
                      "rank": rank, "session_id": r["session_id"], "score": score[pid]})
     return hits, trace
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exact per-process cache (``SimConfig.search_cache=True``, the default)
+#
+# The scan above reads every live claim's content and embedding out of Kuzu, tokenises every content and builds
+# the float64 matrix on every call. The cache keeps, per store, the whole claim population (every plain claim
+# with content, whatever its status), a token inverted index and the float32 embeddings (raw + unit-normalised),
+# and rebuilds only when ``store.write_seq`` moved. Filters become boolean masks.
+#
+# Exactness of the vector leg. Cosines from a subset of rows are not bit-identical to the scan's (BLAS gemv
+# results depend on a row's position in the matrix; measured). So: (1) a float32 pass over the unit matrix keeps
+# every row within ``_MARGIN`` of the threshold (float32 error on a 384-d unit dot product is < 1e-4);
+# (2) those candidates get float64 cosines computed the scan's way; they differ from the scan's by < 1e-12, so the
+# hit set and the order agree with the scan's unless two hits lie within ``_TOL`` of each other or one lies within
+# ``_TOL`` of the threshold; (3) in that case, when the near tie could change a returned hit or score (or the
+# hit count near the threshold), the vector leg is recomputed exactly as the scan does it, on an identical float64
+# matrix (same rows, same order, same values), so the result is the scan's bit for bit.
+
+_MARGIN = 1e-3
+_TOL = 1e-9
+_POP_COLS = ("id", "content", "point_kind", "status", "session_id", "outdated", "embedding")
+
+
+class _SearchCache:
+    """Claim population snapshot at ``seq`` (= ``store.write_seq`` when built)."""
+
+    def __init__(self, store: TortoiseStore) -> None:
+        self.seq = store.write_seq
+        res = store.conn.execute(
+            "MATCH (n:Point) WHERE n.is_operator = false AND n.op_type IS NULL AND n.content IS NOT NULL "
+            "RETURN n.id AS id, n.content AS content, n.pointKind AS point_kind, n.status AS status, "
+            "n.session_id AS session_id, n.outdated AS outdated, n.embedding AS embedding ORDER BY id"
+        )
+        tbl = res.get_as_arrow(0)
+        self.ids: list[str] = tbl.column("id").to_pylist()
+        self.contents: list[str] = tbl.column("content").to_pylist()
+        self.kinds: list[str | None] = tbl.column("point_kind").to_pylist()
+        self.statuses: list[str | None] = tbl.column("status").to_pylist()
+        self.session_ids: list[str | None] = tbl.column("session_id").to_pylist()
+        n = len(self.ids)
+        self.n = n
+        self.outdated = np.array([o is True for o in tbl.column("outdated").to_pylist()], dtype=bool)
+        # tie-break key: rank of the id in Python's string order (the scan sorts (key, id) tuples in Python)
+        self.py_rank = np.empty(n, dtype=np.int64)
+        self.py_rank[sorted(range(n), key=self.ids.__getitem__)] = np.arange(n)
+        by_status: dict[str | None, list[int]] = {}
+        for i, st in enumerate(self.statuses):
+            by_status.setdefault(st, []).append(i)
+        self.by_status = {k: np.asarray(v, dtype=np.int64) for k, v in by_status.items()}
+        postings: dict[str, list[int]] = {}
+        for i, c in enumerate(self.contents):
+            for t in set(significant_tokens(c)):
+                postings.setdefault(t, []).append(i)
+        self.postings = {t: np.asarray(v, dtype=np.int64) for t, v in postings.items()}
+        col = tbl.column("embedding").combine_chunks()
+        has = ~np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool) if n else np.zeros(0, bool)
+        self.emb_pos = np.flatnonzero(has)  # population positions with an embedding, ascending (= id order)
+        dim = col.type.list_size if n else 0
+        if len(self.emb_pos):
+            vals = np.asarray(col.values.to_numpy(zero_copy_only=False), dtype=np.float32)
+            vals = vals[col.offset * dim:(col.offset + n) * dim].reshape(n, dim)
+            self.raw = np.ascontiguousarray(vals[self.emb_pos])  # exact stored FLOAT values
+        else:
+            self.raw = np.zeros((0, 0), dtype=np.float32)
+        norms = np.linalg.norm(self.raw.astype(np.float64), axis=1) if len(self.raw) else np.zeros(0)
+        self.norms = norms
+        with np.errstate(divide="ignore", invalid="ignore"):
+            unit = self.raw.astype(np.float64) / np.where(norms > 0, norms, 1.0)[:, None]
+        self.unit = np.ascontiguousarray(unit, dtype=np.float32)
+        self._masks: dict[tuple[tuple[str, ...], bool], np.ndarray] = {}
+
+    def mask(self, exclude_statuses: Sequence[str] | None, exclude_outdated_flag: bool) -> np.ndarray:
+        key = (tuple(exclude_statuses) if exclude_statuses else (), bool(exclude_outdated_flag))
+        m = self._masks.get(key)
+        if m is None:
+            m = np.ones(self.n, dtype=bool)
+            for st in set(key[0]):
+                idx = self.by_status.get(st)
+                if idx is not None:
+                    m[idx] = False
+            if key[1]:
+                m &= ~self.outdated
+            self._masks[key] = m
+        return m
+
+
+def search_cache_for(store: TortoiseStore) -> _SearchCache:
+    """The store's current cache, rebuilt when ``store.write_seq`` moved since it was built."""
+    cache = getattr(store, "_search_cache", None)
+    if cache is None or cache.seq != store.write_seq:
+        cache = _SearchCache(store)
+        store._search_cache = cache  # type: ignore[attr-defined]
+    return cache
+
+
+def _search_cached(
+    store: TortoiseStore,
+    query: str,
+    limit: int,
+    exclude_statuses: Sequence[str] | None,
+    exclude_outdated_flag: bool,
+) -> tuple[list[dict[str, Any]], SearchTrace] | None:
+    """The cached twin of the scan; returns None (=> use the scan) for inputs it does not model exactly."""
+    if not isinstance(limit, int) or limit < 1 or not isinstance(query, str):
+        return None
+    if exclude_statuses and not all(isinstance(s, str) for s in exclude_statuses):
+        return None
+    c = search_cache_for(store)
+    trace = SearchTrace()
+    m = c.mask(exclude_statuses, exclude_outdated_flag)
+    trace.population = int(m.sum())
+    # lexical leg: shared significant tokens via the inverted index
+    qtok = set(significant_tokens(query))
+    lists = [c.postings[t] for t in qtok if t in c.postings]
+    if lists:
+        shared = np.bincount(np.concatenate(lists), minlength=c.n)
+        shared[~m] = 0
+    else:
+        shared = np.zeros(c.n, dtype=np.int64)
+    lex_idx = np.flatnonzero(shared)
+    lex_idx = lex_idx[np.lexsort((c.py_rank[lex_idx], -shared[lex_idx]))]
+    # vector leg
+    vec_idx = np.zeros(0, dtype=np.int64)
+    ties: list[tuple[int, int]] = []  # (first, last) 0-based positions of near-tie runs in the vector order
+    exact_needed = False
+    q = None
+    emb_sel = m[c.emb_pos] if len(c.emb_pos) else np.zeros(0, dtype=bool)
+    if emb_sel.any():
+        qv = store.embed([query])[0]
+        if qv is not None:
+            q = np.asarray(qv, dtype=np.float64)
+            qn = np.linalg.norm(q) or 1.0
+            q32 = (q / qn).astype(np.float32)
+            c32 = c.unit @ q32
+            cand = np.flatnonzero(emb_sel & (c32 >= VECTOR_THRESHOLD - _MARGIN))
+            if len(cand):
+                norms = c.norms[cand] * qn
+                cos = np.divide(c.raw[cand].astype(np.float64) @ q, norms, out=np.zeros(len(cand)),
+                                where=norms > 0)
+                if np.any(np.abs(cos - VECTOR_THRESHOLD) < _TOL):
+                    exact_needed = True  # hit membership (and the trace count) could differ
+                hit = cos >= VECTOR_THRESHOLD
+                pos, hcos = c.emb_pos[cand[hit]], cos[hit]
+                order = np.lexsort((c.py_rank[pos], -hcos))
+                vec_idx, hcos = pos[order], hcos[order]
+                close = np.flatnonzero(hcos[:-1] - hcos[1:] < _TOL)
+                for j in close.tolist():
+                    if ties and ties[-1][1] == j:
+                        ties[-1] = (ties[-1][0], j + 1)
+                    else:
+                        ties.append((j, j + 1))
+    score, ordered = _rrf(c, lex_idx, vec_idx, limit)
+    if ties and not exact_needed:
+        cut = score[ordered[-1]] if len(ordered) == limit else -np.inf
+        lex_part = np.zeros(c.n)
+        lex_part[lex_idx] = 1.0 / (RRF_K + np.arange(1, len(lex_idx) + 1))
+        for first, last in ties:
+            best = lex_part[vec_idx[first:last + 1]] + 1.0 / (RRF_K + first + 1)
+            if np.any(best >= cut):
+                exact_needed = True
+                break
+    if exact_needed and q is not None:
+        vec_idx = _vector_leg_as_scan(c, emb_sel, q)
+        score, ordered = _rrf(c, lex_idx, vec_idx, limit)
+    trace.lexical_hits, trace.vector_hits = len(lex_idx), len(vec_idx)
+    hits = []
+    for rank, i in enumerate(ordered.tolist(), start=1):
+        hits.append({"id": c.ids[i], "content": c.contents[i], "point_kind": c.kinds[i], "status": c.statuses[i],
+                     "rank": rank, "session_id": c.session_ids[i], "score": float(score[i])})
+    return hits, trace
+
+
+def _rrf(c: _SearchCache, lex_idx: np.ndarray, vec_idx: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scores (population-sized; 0 = unscored) and the top ``limit`` positions; same float operations as the
+    scan's dict accumulation (0.0 + lexical, then + vector)."""
+    score = np.zeros(c.n)
+    score[lex_idx] += 1.0 / (RRF_K + np.arange(1, len(lex_idx) + 1))
+    score[vec_idx] += 1.0 / (RRF_K + np.arange(1, len(vec_idx) + 1))
+    scored = np.union1d(lex_idx, vec_idx).astype(np.int64)
+    ordered = scored[np.lexsort((c.py_rank[scored], -score[scored]))][:limit]
+    return score, ordered
+
+
+def _vector_leg_as_scan(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The scan's vector leg, bit for bit: the same float64 matrix (filtered rows with an embedding, id order)."""
+    pos = c.emb_pos[emb_sel]
+    mat = c.raw[emb_sel].astype(np.float64)
+    norms = np.linalg.norm(mat, axis=1) * (np.linalg.norm(q) or 1.0)
+    cos = np.divide(mat @ q, norms, out=np.zeros(len(pos)), where=norms > 0)
+    ids = c.ids
+    vector = sorted((-float(x), ids[i], i) for x, i in zip(cos, pos.tolist(), strict=True) if x >= VECTOR_THRESHOLD)
+    return np.asarray([i for _, _, i in vector], dtype=np.int64)

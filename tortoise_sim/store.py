@@ -31,6 +31,9 @@ Reads
 - ``.sync_point_vectors()`` / ``.query_point_vectors(vec, k)``: the optional ``vector_index=True`` side table
 - ``.feed(types=None) -> list[dict]``: GraphEvent rows ordered by ``seq`` with ``payload`` decoded
 - ``.count(label) -> int``; ``.ep_version() -> int``
+- ``.write_seq -> int``: monotonically increasing write counter, bumped by every statement that may mutate the
+  database (any statement through ``.conn``, ``.query``, ``.execute``, ``.bulk_load``, ``.transaction()``
+  BEGIN/COMMIT/ROLLBACK); read-side caches (``search.search_points``) rebuild when it moved
 
 Writes
 - ``.set_point_props(id, props)``: SET whitelisted Point columns (None => NULL)
@@ -59,6 +62,7 @@ import importlib
 import json
 import logging
 import random
+import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -159,6 +163,36 @@ def _system_clock() -> datetime:
     return datetime.now(UTC)
 
 
+# Statement keywords that can change what a later read returns. Values never enter query text (parameters only),
+# so a statement without any of these words is a pure read; a false positive only costs a cache rebuild.
+_MUTATING = re.compile(
+    r"\b(CREATE|MERGE|SET|DELETE|DETACH|REMOVE|COPY|LOAD|ALTER|DROP|CALL|INSTALL|IMPORT|ATTACH|USE|"
+    r"BEGIN|COMMIT|ROLLBACK|CHECKPOINT)\b",
+    re.IGNORECASE,
+)
+
+
+class _CountingConnection:
+    """``kuzu.Connection`` wrapper that bumps the owning store's ``write_seq`` before any statement that may
+    mutate (see ``_MUTATING``), so direct ``store.conn.execute(...)`` writes are counted too."""
+
+    def __init__(self, conn: kuzu.Connection, store: TortoiseStore) -> None:
+        self._conn = conn
+        self._store = store
+
+    def execute(self, query: Any, parameters: dict[str, Any] | None = None) -> Any:
+        if isinstance(query, str) and not _MUTATING.search(query):
+            return self._conn.execute(query, parameters or {})
+        self._store.write_seq += 1
+        try:
+            return self._conn.execute(query, parameters or {})
+        finally:
+            self._store.write_seq += 1  # before and after: a cache built mid-statement is never reused
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
 def _ddl_columns(table: str, cols: dict[str, str]) -> str:
     pk = _PRIMARY_KEY.get(table, "id")
     parts = [f"`{c}` {t}" + (" PRIMARY KEY" if c == pk else "") for c, t in cols.items()]
@@ -193,7 +227,9 @@ class TortoiseStore:
             self.db = kuzu.Database(str(self.path), **sizes)
         else:
             self.db = kuzu.Database(":memory:", **sizes)
-        self.conn = kuzu.Connection(self.db)
+        self.write_seq = 0  # see _CountingConnection
+        self._kuzu_conn = kuzu.Connection(self.db)
+        self.conn: Any = _CountingConnection(self._kuzu_conn, self)
         self.clock: Callable[[], datetime] = clock or _system_clock
         # seed=None: fresh randomness (CLI processes sharing one on-disk store must not repeat ids)
         self.rng = random.Random(seed if seed is not None else random.SystemRandom().getrandbits(64))
@@ -262,7 +298,11 @@ class TortoiseStore:
         if "LOAD FROM tbl" not in cypher:
             raise ValueError("bulk_load queries must start from 'LOAD FROM tbl'")
         tbl = table  # noqa: F841 - read by Kuzu's Python scan of this frame
-        res = self.conn.execute(cypher, params or {})
+        self.write_seq += 1
+        try:
+            res = self._kuzu_conn.execute(cypher, params or {})  # raw connection: Kuzu scans this frame
+        finally:
+            self.write_seq += 1
         cols = res.get_column_names()
         out = []
         while res.has_next():

@@ -1,0 +1,169 @@
+"""The exact search cache (``SimConfig.search_cache``) against the per-call scan, the store write counter, and
+the bulk point loader against ``create_point``."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from tests.tortoise_sim.simkit import make_sim
+from tortoise_sim import search as search_mod
+from tortoise_sim.admission import bulk_create_points, create_point
+from tortoise_sim.config import READ_TERMINAL
+from tortoise_sim.search import search_points
+
+WORDS = ("canary deploy release pipeline rollback latency budget schema migration index vector cache token "
+         "graph point claim status quorum replica shard").split()
+FILTERS = [(tuple(READ_TERMINAL), True), (("retracted",), False), ((), False), (("live", "draft"), True)]
+
+
+def _text(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))
+
+
+def _assert_same(store, queries, limits=(1, 3, 10, 40)):
+    for q in queries:
+        for ex, exo in FILTERS:
+            for limit in limits:
+                a = search_points(store, q, limit, list(ex), exo, cached=True)
+                b = search_points(store, q, limit, list(ex), exo, cached=False)
+                assert a[0] == b[0], (q, ex, exo, limit)
+                assert vars(a[1]) == vars(b[1])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cached_search_equals_scan_over_random_mutations(seed):
+    rng = random.Random(seed)
+    sim = make_sim()
+    store = sim.store
+    ids = []
+    for _ in range(40):
+        content = _text(rng) if rng.random() > 0.15 else rng.choice(["canary deploy", "rollback budget"])  # dups
+        ids.append(sim.create_point(rng.choice(["decision", "statement", "option"]), content,
+                                    status=rng.choice(["draft", "live"]))["id"])
+    queries = [_text(rng) for _ in range(4)] + ["canary deploy", "nothing matches here"]
+    _assert_same(store, queries)
+    for _step in range(12):
+        op = rng.choice(["retract", "supersede", "content", "null_emb", "status", "outdated", "new"])
+        live = [i for i in ids if (store.get_point(i) or {}).get("status") in ("draft", "live")]
+        pid = rng.choice(live)
+        before = store.write_seq
+        if op == "retract":
+            sim.retract_point(pid)
+        elif op == "supersede":
+            other = rng.choice([i for i in live if i != pid])
+            sim.supersede_point(pid, other)
+        elif op == "content":
+            sim.update_point(pid, content=_text(rng))
+        elif op == "null_emb":
+            store.set_point_props(pid, {"embedding": None})
+        elif op == "status":
+            store.set_point_props(pid, {"status": rng.choice(["archived", "deprecated", None, "live"])})
+        elif op == "outdated":
+            store.set_point_props(pid, {"outdated": rng.choice([True, False, None])})
+        else:
+            ids.append(sim.create_point("statement", _text(rng))["id"])
+        assert store.write_seq > before, op
+        _assert_same(store, queries, limits=(3, 10))
+
+
+def test_cache_is_reused_until_a_write_and_direct_conn_writes_count():
+    sim = make_sim()
+    store = sim.store
+    pid = sim.create_point("decision", "canary deploy pipeline")["id"]
+    search_points(store, "canary deploy", 5)
+    cache = store._search_cache
+    seq = store.write_seq
+    search_points(store, "pipeline", 5, ["retracted"], False)
+    store.query("MATCH (n:Point) RETURN count(n) AS c")
+    assert store.write_seq == seq and store._search_cache is cache
+    store.conn.execute("MATCH (n:Point {id:$id}) SET n.content = 'rollback budget'", {"id": pid})
+    assert store.write_seq > seq
+    hits, _ = search_points(store, "rollback budget", 5)
+    assert store._search_cache is not cache and [h["id"] for h in hits] == [pid]
+    # the raw SET left the old embedding in place: the vector leg still finds it, the lexical leg no longer does
+    hits, trace = search_points(store, "canary", 5)
+    assert trace.lexical_hits == 0 and (hits, vars(trace)) == (lambda r: (r[0], vars(r[1])))(
+        search_points(store, "canary", 5, cached=False))
+
+
+def test_rolled_back_transaction_invalidates_the_cache():
+    sim = make_sim()
+    store = sim.store
+    sim.create_point("decision", "canary deploy pipeline")
+    with pytest.raises(RuntimeError), store.transaction():
+        sim.create_point("decision", "canary rollback")
+        assert len(search_points(store, "canary", 5)[0]) == 2  # the open transaction's own write is visible
+        raise RuntimeError("abort")
+    assert len(search_points(store, "canary", 5)[0]) == 1
+    assert search_points(store, "canary", 5, cached=False)[0] == search_points(store, "canary", 5)[0]
+
+
+class _FixedEncoder:
+    """Query 'q' -> e0; point texts map to chosen vectors (cosines at / near the threshold, exact ties)."""
+
+    dim = 384
+
+    def __init__(self, table):
+        self.table = table
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            v = self.table.get(t)
+            if v is not None:
+                out[i, :len(v)] = v
+        return out
+
+
+def test_near_ties_and_threshold_fall_back_to_the_scan_bit_for_bit(monkeypatch):
+    c3 = 0.3
+    table = {"zzqq": [1.0], "alpha one": [c3, (1 - c3 * c3) ** 0.5], "alpha two": [0.5, 0.5 ** 0.5 * 1.2247],
+             "alpha three": [0.5, 0.5 ** 0.5 * 1.2247], "alpha four": [0.9, 0.1], "alpha five": [0.0, 1.0]}
+    from tortoise_sim import SimConfig, StepClock, Tortoise
+
+    sim = Tortoise(config=SimConfig(embedder="none"), encoder=_FixedEncoder(table), clock=StepClock(), seed=0)
+    for text in table:
+        if text != "zzqq":
+            sim.create_point("statement", text)
+    calls = []
+    orig = search_mod._vector_leg_as_scan
+    monkeypatch.setattr(search_mod, "_vector_leg_as_scan", lambda *a: calls.append(1) or orig(*a))
+    a = search_points(sim.store, "zzqq", 10, cached=True)
+    b = search_points(sim.store, "zzqq", 10, cached=False)
+    assert a[0] == b[0] and vars(a[1]) == vars(b[1]) and calls
+    assert a[1].vector_hits >= 3
+
+
+def test_bulk_create_points_writes_create_point_rows():
+    cases = [
+        {"kind": "statement", "content": "canary deploy pipeline", "status": "live", "credibility": "high"},
+        {"kind": "decision", "content": "rollback budget", "wing": "ops", "custom": {"a": 1}, "id": "fixed-1"},
+        {"kind": "weird-kind", "content": "", "is_episodic": True, "search_keys": ["x", "y"]},
+        {"kind": "option", "content": "schema migration index", "credibility": "nonsense", "confidence": 0.4},
+    ]
+    one, bulk = make_sim(), make_sim()
+    ref = []
+    for c in cases:
+        kw = dict(c)
+        ref.append(create_point(one.store, kw.pop("kind"), kw.pop("content"), **kw))
+    ids = bulk_create_points(bulk.store, cases)
+    assert ids[1] == "fixed-1" and len(set(ids)) == 4
+    skip = {"id", "createdAt", "updatedAt", "ep_dirty_at"}
+    for r, pid in zip(ref, ids, strict=True):
+        got = bulk.store.get_point(pid)
+        assert {k: v for k, v in got.items() if k not in skip} == {k: v for k, v in r.items() if k not in skip}
+        assert got["createdAt"] == got["updatedAt"] and got["ep_dirty_at"] >= 1
+    assert not bulk.store.feed(["PointAdded"]) and one.store.feed(["PointAdded"])
+    assert set(ids) <= bulk.store.dirty_roots
+    with pytest.raises(ValueError):
+        bulk_create_points(bulk.store, [{"kind": "statement", "content": "x", "tags": ["a"]}])
+    from tortoise_sim.errors import DuplicatePointId
+
+    with pytest.raises(DuplicatePointId):
+        bulk_create_points(bulk.store, [{"kind": "statement", "content": "x", "id": "fixed-1"}])
+    q = "canary deploy pipeline rollback"
+    assert [h["content"] for h in search_points(bulk.store, q, 5, ())[0]] == \
+        [h["content"] for h in search_points(one.store, q, 5, ())[0]]
