@@ -182,6 +182,19 @@ class _SearchCache:
             unit = self.raw.astype(np.float64) / np.where(norms > 0, norms, 1.0)[:, None]
         self.unit = np.ascontiguousarray(unit, dtype=np.float32)
         self._masks: dict[tuple[tuple[str, ...], bool], np.ndarray] = {}
+        self._f64: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def filtered_matrix(self, emb_sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The scan's float64 matrix for this selection of embedded rows and its ``np.linalg.norm(axis=1)``."""
+        key = b"all" if emb_sel.all() else np.packbits(emb_sel).tobytes()
+        got = self._f64.get(key)
+        if got is None:
+            mat = np.ascontiguousarray(self.raw[emb_sel], dtype=np.float64)
+            got = (mat, np.linalg.norm(mat, axis=1))
+            if len(self._f64) >= 4:
+                self._f64.clear()
+            self._f64[key] = got
+        return got
 
     def mask(self, exclude_statuses: Sequence[str] | None, exclude_outdated_flag: bool) -> np.ndarray:
         key = (tuple(exclude_statuses) if exclude_statuses else (), bool(exclude_outdated_flag))
@@ -296,11 +309,13 @@ def _rrf(c: _SearchCache, lex_idx: np.ndarray, vec_idx: np.ndarray, limit: int) 
 
 
 def _vector_leg_as_scan(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """The scan's vector leg, bit for bit: the same float64 matrix (filtered rows with an embedding, id order)."""
+    """The scan's vector leg, bit for bit: the same float64 matrix (filtered rows with an embedding, id order),
+    the same norm / matmul / divide; the matrix and its row norms are cached per filter (they do not depend on
+    the query). Hits are ordered by (-cosine, id) like the scan's sort."""
     pos = c.emb_pos[emb_sel]
-    mat = c.raw[emb_sel].astype(np.float64)
-    norms = np.linalg.norm(mat, axis=1) * (np.linalg.norm(q) or 1.0)
+    mat, row_norms = c.filtered_matrix(emb_sel)
+    norms = row_norms * (np.linalg.norm(q) or 1.0)
     cos = np.divide(mat @ q, norms, out=np.zeros(len(pos)), where=norms > 0)
-    ids = c.ids
-    vector = sorted((-float(x), ids[i], i) for x, i in zip(cos, pos.tolist(), strict=True) if x >= VECTOR_THRESHOLD)
-    return np.asarray([i for _, _, i in vector], dtype=np.int64)
+    hit = np.flatnonzero(cos >= VECTOR_THRESHOLD)
+    hp, hc = pos[hit], cos[hit]
+    return hp[np.lexsort((c.py_rank[hp], -hc))]

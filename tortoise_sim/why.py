@@ -44,10 +44,25 @@ _COLS = ("n.id AS id, n.content AS content, n.status AS status, n.outdated AS ou
          "n.ep_beta AS ep_beta")
 
 
-def assemble_why_blocks(store: TortoiseStore, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+def assemble_why_blocks(store: TortoiseStore, ids: Sequence[str], *, cached: bool | None = None
+                        ) -> dict[str, dict[str, Any]]:
+    """``cached`` (default ``SimConfig.search_cache``): read the candidates' neighbourhoods from the exact
+    per-process graph snapshot of :class:`_WhyCache` (rebuilt when ``store.write_seq`` moved) instead of nine
+    ``c.id IN $ids`` Kuzu queries, each of which scans the whole Point table; same rows, same blocks."""
     ids = list(dict.fromkeys(ids))
     if not ids:
         return {}
+    use_cache = store.cfg.search_cache if cached is None else cached
+    fetch = _fetch_cached if use_cache else _fetch_queries
+    rows, sup, nand, corr_in, corr_out, options = fetch(store, ids)
+    return _blocks(ids, rows, sup, nand, corr_in, corr_out, options)
+
+
+_Fetched = tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]],
+                 list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def _fetch_queries(store: TortoiseStore, ids: list[str]) -> _Fetched:
     rows = {r["id"]: r for r in store.query(f"MATCH (n:Point) WHERE n.id IN $ids RETURN {_COLS}", {"ids": ids})}
     # supporters: idx-0 sources of IMPL operators targeting c, and sources of direct IMPL edges into c
     sup: dict[str, list[dict[str, Any]]] = {}
@@ -82,6 +97,12 @@ def assemble_why_blocks(store: TortoiseStore, ids: Sequence[str]) -> dict[str, d
     ) + store.query(
         f"MATCH (o:Point)-[:IMPL|NAND]->(c:Point) WHERE {_OP} AND c.id IN $ids "
         f"MATCH (o)-[:IMPL|NAND]->(n:Point) WHERE n.pointKind = 'option' RETURN c.id AS cid, {_COLS}", {"ids": ids})
+    return rows, sup, nand, corr_in, corr_out, options
+
+
+def _blocks(ids: list[str], rows: dict[str, dict[str, Any]], sup: dict[str, list[dict[str, Any]]],
+            nand: dict[str, list[dict[str, Any]]], corr_in: list[dict[str, Any]], corr_out: list[dict[str, Any]],
+            options: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for pid in ids:
         row = rows.get(pid)
@@ -140,3 +161,110 @@ def assemble_why_blocks(store: TortoiseStore, ids: Sequence[str]) -> dict[str, d
             entry["dig_deeper"] = dig[:3]
         out[pid] = entry
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exact graph snapshot for the why blocks (``SimConfig.search_cache=True``)
+
+_SNAP_COLS = ("id", "content", "status", "outdated", "pointKind", "posterior_alpha", "posterior_beta", "ep_alpha",
+              "ep_beta")
+
+
+class _WhyCache:
+    """Every Point's ``_COLS`` + operator/plain flags + createdAt, and the Point->Point IMPL/NAND/CORRECTS edges,
+    at ``seq`` (= ``store.write_seq`` when built). Each pattern of :func:`_fetch_queries` is evaluated on it with
+    the same (three-valued) predicate semantics."""
+
+    def __init__(self, store: TortoiseStore) -> None:
+        self.seq = store.write_seq
+        tbl = store.conn.execute(
+            f"MATCH (n:Point) RETURN {_COLS}, n.is_operator AS is_operator, n.op_type AS op_type, "
+            "n.createdAt AS createdAt"
+        ).get_as_arrow(0)
+        cols = {c: tbl.column(c).to_pylist() for c in tbl.column_names}
+        self.node: dict[str, dict[str, Any]] = {}
+        self.is_op: dict[str, bool] = {}
+        self.is_plain: dict[str, bool] = {}
+        self.strict_not_op: dict[str, bool] = {}
+        self.created: dict[str, Any] = {}
+        for i, pid in enumerate(cols["id"]):
+            self.node[pid] = {c: cols[c][i] for c in _SNAP_COLS}
+            iso, opt = cols["is_operator"][i], cols["op_type"][i]
+            self.is_op[pid] = iso is True or opt is not None
+            self.is_plain[pid] = iso is False and opt is None
+            self.strict_not_op[pid] = iso is False
+            self.created[pid] = cols["createdAt"][i]
+        # out[rel][src] / inn[rel][tgt] -> list of (other end, idx)
+        self.out: dict[str, dict[str, list[tuple[str, Any]]]] = {}
+        self.inn: dict[str, dict[str, list[tuple[str, Any]]]] = {}
+        for rel in ("IMPL", "NAND", "CORRECTS"):
+            idx = "r.idx" if rel != "CORRECTS" else "NULL"
+            et = store.conn.execute(
+                f"MATCH (a:Point)-[r:{rel}]->(b:Point) RETURN a.id AS a, b.id AS b, {idx} AS i"
+            ).get_as_arrow(0)
+            o: dict[str, list[tuple[str, Any]]] = {}
+            n: dict[str, list[tuple[str, Any]]] = {}
+            for a, b, i in zip(et.column("a").to_pylist(), et.column("b").to_pylist(), et.column("i").to_pylist(),
+                               strict=True):
+                o.setdefault(a, []).append((b, i))
+                n.setdefault(b, []).append((a, i))
+            self.out[rel], self.inn[rel] = o, n
+
+    def row(self, pid: str, **extra: Any) -> dict[str, Any]:
+        return {**extra, **self.node[pid]}
+
+
+def _why_cache_for(store: TortoiseStore) -> _WhyCache:
+    cache = getattr(store, "_why_cache", None)
+    if cache is None or cache.seq != store.write_seq:
+        cache = _WhyCache(store)
+        store._why_cache = cache  # type: ignore[attr-defined]
+    return cache
+
+
+def _fetch_cached(store: TortoiseStore, ids: list[str]) -> _Fetched:
+    w = _why_cache_for(store)
+    present = [c for c in ids if c in w.node]
+    rows = {c: w.row(c) for c in present}
+    out, inn = w.out, w.inn
+    sup: dict[str, list[dict[str, Any]]] = {}
+    nand: dict[str, list[dict[str, Any]]] = {}
+    corr_in: list[dict[str, Any]] = []
+    corr_out: list[dict[str, Any]] = []
+    options: list[dict[str, Any]] = []
+    for c in present:
+        found = []
+        # operator o -[t:IMPL {idx >= 1}]-> c, o -[s:IMPL {idx = 0}]-> plain n
+        for o, t in inn["IMPL"].get(c, []):
+            if w.is_op[o] and t is not None and t >= 1:
+                found += [n for n, s in out["IMPL"].get(o, []) if s is not None and s == 0 and w.is_plain[n]]
+        # plain n -[:IMPL]-> c
+        found += [n for n, _ in inn["IMPL"].get(c, []) if w.is_plain[n]]
+        for n in found:
+            r = w.row(n, cid=c)
+            if r["id"] != r["cid"] and not _terminal(r):
+                sup.setdefault(c, []).append(r)
+        found = []
+        # operator o -[:NAND]-> c, o -[:NAND]-> n (any Point), n <> c
+        for o, _ in inn["NAND"].get(c, []):
+            if w.is_op[o]:
+                found += [n for n, _ in out["NAND"].get(o, []) if n != c]
+        # c -[:NAND]- plain n (either direction), c.is_operator = false
+        if w.strict_not_op[c]:
+            found += [n for n, _ in out["NAND"].get(c, []) + inn["NAND"].get(c, []) if w.is_plain[n]]
+        for n in found:
+            r = w.row(n, cid=c)
+            if not _terminal(r):
+                nand.setdefault(c, []).append(r)
+        corr_in += [w.row(n, cid=c, created=w.created[n]) for n, _ in inn["CORRECTS"].get(c, [])]
+        corr_out += [w.row(n, cid=c) for n, _ in out["CORRECTS"].get(c, [])]
+        opt = []
+        for rel in ("IMPL", "NAND"):
+            # c -[:IMPL|NAND]- option n (either direction)
+            opt += [n for n, _ in out[rel].get(c, []) + inn[rel].get(c, [])]
+            # operator o -[:IMPL|NAND]-> c, o -[:IMPL|NAND]-> option n
+            for o, _ in inn[rel].get(c, []):
+                if w.is_op[o]:
+                    opt += [n for rel2 in ("IMPL", "NAND") for n, _ in out[rel2].get(o, [])]
+        options += [w.row(n, cid=c) for n in opt if w.node[n]["pointKind"] == "option"]
+    return rows, sup, nand, corr_in, corr_out, options
