@@ -183,6 +183,7 @@ class _SearchCache:
         self.unit = np.ascontiguousarray(unit, dtype=np.float32)
         self._masks: dict[tuple[tuple[str, ...], bool], np.ndarray] = {}
         self._f64: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self.exact_fallbacks = 0  # searches whose vector leg was recomputed the scan's way (near ties)
 
     def filtered_matrix(self, emb_sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The scan's float64 matrix for this selection of embedded rows and its ``np.linalg.norm(axis=1)``."""
@@ -287,6 +288,7 @@ def _search_cached(
                 exact_needed = True
                 break
     if exact_needed and q is not None:
+        c.exact_fallbacks += 1
         vec_idx = _vector_leg_as_scan(c, emb_sel, q)
         score, ordered = _rrf(c, lex_idx, vec_idx, limit)
     trace.lexical_hits, trace.vector_hits = len(lex_idx), len(vec_idx)
@@ -303,7 +305,7 @@ def _rrf(c: _SearchCache, lex_idx: np.ndarray, vec_idx: np.ndarray, limit: int) 
     score = np.zeros(c.n)
     score[lex_idx] += 1.0 / (RRF_K + np.arange(1, len(lex_idx) + 1))
     score[vec_idx] += 1.0 / (RRF_K + np.arange(1, len(vec_idx) + 1))
-    scored = np.union1d(lex_idx, vec_idx).astype(np.int64)
+    scored = np.flatnonzero(score > 0)  # every scored id has a positive score; ascending like union1d
     ordered = scored[np.lexsort((c.py_rank[scored], -score[scored]))][:limit]
     return score, ordered
 
