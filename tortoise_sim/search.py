@@ -183,6 +183,7 @@ class _SearchCache:
         self.unit = np.ascontiguousarray(unit, dtype=np.float32)
         self._masks: dict[tuple[tuple[str, ...], bool], np.ndarray] = {}
         self._f64: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self.searches = 0  # searches answered from this cache
         self.exact_fallbacks = 0  # searches whose vector leg was recomputed the scan's way (near ties)
 
     def filtered_matrix(self, emb_sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -234,6 +235,7 @@ def _search_cached(
     if exclude_statuses and not all(isinstance(s, str) for s in exclude_statuses):
         return None
     c = search_cache_for(store)
+    c.searches += 1
     trace = SearchTrace()
     m = c.mask(exclude_statuses, exclude_outdated_flag)
     trace.population = int(m.sum())
