@@ -4,6 +4,7 @@ the bulk point loader against ``create_point``."""
 from __future__ import annotations
 
 import random
+import zlib
 
 import numpy as np
 import pytest
@@ -206,3 +207,40 @@ def test_cached_why_blocks_equal_the_query_path_on_random_graphs(seed):
         except Exception:  # noqa: BLE001 - lifecycle guards refuse some random moves; the graph stays valid
             pass
         check()
+
+
+class _RandomEncoder:
+    """Continuous, tie-free vectors (seeded by the text) so that the cached fast path, not the exact near-tie
+    path, answers most searches; shared words pull vectors together so cosines cross the 0.3 threshold."""
+
+    dim = 384
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.split():
+                out[i] += np.random.default_rng(sum(map(ord, w)) * 7919 + len(w)).standard_normal(self.dim)
+            out[i] += 0.3 * np.random.default_rng(zlib.crc32(t.encode())).standard_normal(self.dim)
+        return out
+
+
+def test_cached_fast_path_equals_scan_without_ties():
+    from tortoise_sim import SimConfig, StepClock, Tortoise
+
+    rng = random.Random(5)
+    sim = Tortoise(config=SimConfig(embedder="none"), encoder=_RandomEncoder(), clock=StepClock(), seed=0)
+    texts = [_text(rng) + f" n{i}" for i in range(60)]
+    ids = [sim.create_point("statement", t, status="live")["id"] for t in texts]
+    queries = [_text(rng) for _ in range(8)]
+    _assert_same(sim.store, queries)
+    cache = sim.store._search_cache
+    assert cache.exact_fallbacks == 0  # no ties: every search answered by the fast path
+    for t in rng.sample(texts, 12):  # duplicates = exact cosine ties; deep ones must not force the exact path
+        sim.create_point("statement", t, status="live")
+    _assert_same(sim.store, queries)
+    sim.retract_point(ids[0])
+    sim.store.set_point_props(ids[1], {"embedding": None})
+    _assert_same(sim.store, queries)
+    cache = sim.store._search_cache
+    assert 0 < cache.exact_fallbacks < cache.searches  # ties forced the exact path only where they mattered
+    assert any(search_points(sim.store, q, 40, ())[1].vector_hits > 3 for q in queries)
