@@ -319,7 +319,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable | 
         sizes, faithful_sizes, n_faithful, n_cached = [1000, REF_SIZE, 10_000, 100_000, 1_000_000], \
             [1000, REF_SIZE], 3, 20
         pm_n, pm_up, pm_cached = REF_SIZE, 2, 20
-        tor_sizes, turns, tor_budget = [1000, 10_000, 100_000], 500, 420.0
+        tor_sizes, turns, tor_budget = [1000, 10_000, 100_000], 500, 900.0  # 1e5 build: ~420 s of MiniLM
     notes: list[str] = []
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(dir=tmp_dir) as td:
@@ -447,10 +447,10 @@ def expected_levels(res: dict[str, Any]) -> list[dict[str, Any]]:
         levels.append({"level": "Tortoise volunteer p50 <= 50 ms at 1e5 points",
                        "measured": f"{r['p50_ms']:.1f} ms" + (" (extrapolated)" if r.get("extrapolated") else ""),
                        "met": bool(r["p50_ms"] <= 50),
-                       "why": ("search_points (called once, or twice when the current arm is short) reads every live point's content and "
-                               "384-d embedding out of Kuzu on every call and scores the lexical and vector legs "
-                               f"in Python, so latency grows linearly with the graph (p50 {growth}); the default "
-                               "SimConfig has vector_index=False.")})
+                       "why": ("volunteering runs the exact search over a per-process cache of the claim population "
+                               "(rebuilt after every write, 5.5 s at 1e5) plus a cached why-block snapshot; the first "
+                               "call after a write pays the rebuild, and near-tie cosines fall back to the exact float64 "
+                               f"scan path (p50 {growth}).")})
     return levels
 
 
