@@ -82,6 +82,25 @@ def _is_operator(row: dict[str, Any]) -> bool:
     return bool(row.get("is_operator")) or row.get("op_type") is not None
 
 
+def _checked_point_props(kind: str, content: Any, props: dict[str, Any]) -> dict[str, Any]:
+    """The input checks shared by ``create_point`` and ``bulk_create_points``, in create_point's order:
+    kind check (unknown => warning) -> flatten props -> reject server-managed keys (ValueError) ->
+    search_keys list joined -> reject ``context`` (TypeError) -> content must be a str (TypeError)."""
+    if kind not in POINT_KINDS:
+        log.warning("unknown point kind %r accepted (open vocabulary)", kind)
+    flat = _flatten(props)
+    bad = [k for k in flat if k in SERVER_MANAGED]
+    if bad:
+        raise ValueError(f"server-managed keys are not accepted: {bad}")
+    if "search_keys" in flat and isinstance(flat["search_keys"], list | tuple):
+        flat["search_keys"] = " ".join(str(x) for x in flat["search_keys"])
+    if "context" in flat:
+        raise TypeError("create_point() does not accept 'context'")
+    if not isinstance(content, str):
+        raise TypeError("content must be a string")
+    return flat
+
+
 def create_point(
     store: TortoiseStore,
     kind: str,
@@ -100,18 +119,7 @@ def create_point(
     search_keys -> reject ``context`` (TypeError) -> content_hash -> dedup -> status check -> embedding ->
     CREATE -> tags -> props -> extractedFrom Source stub -> credibility baseline -> ``_mark_dirty`` -> PointAdded.
     """
-    if kind not in POINT_KINDS:
-        log.warning("unknown point kind %r accepted (open vocabulary)", kind)
-    flat = _flatten(props)
-    bad = [k for k in flat if k in SERVER_MANAGED]
-    if bad:
-        raise ValueError(f"server-managed keys are not accepted: {bad}")
-    if "search_keys" in flat and isinstance(flat["search_keys"], list | tuple):
-        flat["search_keys"] = " ".join(str(x) for x in flat["search_keys"])
-    if "context" in flat:
-        raise TypeError("create_point() does not accept 'context'")
-    if not isinstance(content, str):
-        raise TypeError("content must be a string")
+    flat = _checked_point_props(kind, content, props)
     content_hash = sha256_hex(content)
     if dedup:
         rows = store.query(
@@ -229,18 +237,7 @@ def bulk_create_points(
         pid = row.pop("id", None)
         if row.pop("dedup", False):
             raise ValueError("bulk_create_points does not deduplicate")
-        if kind not in POINT_KINDS:
-            log.warning("unknown point kind %r accepted (open vocabulary)", kind)
-        flat = _flatten(row)
-        bad = [k for k in flat if k in SERVER_MANAGED]
-        if bad:
-            raise ValueError(f"server-managed keys are not accepted: {bad}")
-        if "search_keys" in flat and isinstance(flat["search_keys"], list | tuple):
-            flat["search_keys"] = " ".join(str(x) for x in flat["search_keys"])
-        if "context" in flat:
-            raise TypeError("create_point() does not accept 'context'")
-        if not isinstance(content, str):
-            raise TypeError("content must be a string")
+        flat = _checked_point_props(kind, content, row)
         if status not in STATUSES:
             raise ValueError(f"invalid status {status!r}")
         unsupported = [k for k in ("tags", "extractedFrom") if k in flat]
