@@ -1,0 +1,57 @@
+"""Claims observe behaviour: breaking the mechanism a claim is about turns its verdict to ``refuted``.
+
+(Fractal's own mutation tests live in tests/fractal_sim/test_claims.py; these cover AgentFly and Tortoise.)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.claims import all_claims
+from harness.ledger import run_claim
+
+
+def _verdict(claim_id: str) -> str:
+    (c,) = all_claims(ids=[claim_id])
+    return run_claim(c).verdict
+
+
+def test_agf07_refuted_when_the_pool_loader_skips_malformed_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import agentfly_sim.driver as driver
+    from agentfly_sim.plans import build_icl_text
+
+    assert _verdict("AGF-07") == "holds"
+
+    def lenient_load_pool(path):  # the "fix" a reader might assume: skip bad lines like the NP loader
+        texts, meta = [], []
+        for line in open(path, encoding="utf-8"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            texts.append(build_icl_text(obj["case"], obj.get("plan")))
+            meta.append({"case": obj["case"], "plan": obj.get("plan"), "case_label": obj.get("case_label")})
+        return texts, meta
+
+    monkeypatch.setattr(driver, "load_pool", lenient_load_pool)
+    assert _verdict("AGF-07") == "refuted"
+
+
+def test_tor37_refuted_without_remention_suppression(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tortoise_sim.volunteer as volunteer
+
+    assert _verdict("TOR-37") == "holds"
+    # Suppression has two rules (ids already in the prior context; >= 60% token overlap with it), both skipped
+    # for explicit asks: treating every prompt as explicit switches suppression off.
+    monkeypatch.setattr(volunteer, "is_explicit_ask", lambda text: True)
+    assert _verdict("TOR-37") == "refuted"
+
+
+def test_tor15_refuted_when_the_nand_weight_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tortoise_sim.ep as ep
+
+    assert _verdict("TOR-15") == "holds"
+    monkeypatch.setattr(ep, "NAND_BASE_WEIGHT", 4.0)
+    assert _verdict("TOR-15") == "refuted"
