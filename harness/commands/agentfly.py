@@ -116,6 +116,14 @@ def train(
 
     if plan_style not in ("pretty", "raw"):
         raise fail(f"--plan_style must be pretty or raw, not {plan_style!r}")
+    # The reference trainer has no guard here (``step % eval_every`` divides by zero, a zero batch size or
+    # epoch count fails deep in torch); the CLI refuses such values up front, in one line.
+    for flag, value in (("--eval_every", eval_every), ("--batch_size", batch_size), ("--epochs", epochs),
+                        ("--max_len", max_len)):
+        if value < 1:
+            raise fail(f"{flag} must be a positive integer, not {value}")
+    if not 0.0 < val_ratio < 1.0 and valid is None:
+        raise fail(f"--val_ratio must be between 0 and 1 (exclusive), not {val_ratio}")
     train_path = train
     if max_rows is not None:
         output_dir.mkdir(parents=True, exist_ok=True)
