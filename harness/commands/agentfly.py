@@ -200,6 +200,10 @@ def run(
                            "shows the bounded executor loop, exit 3).")] = "default",
 ) -> None:
     """Run the NP or PM benchmark loop offline with scripted dspy agents; prints the paths it wrote."""
+    if limit is not None and limit < 0:  # the driver slices questions[:limit]; -1 would mean "all but the last"
+        raise fail(f"--limit must be 0 or more, not {limit}")
+    if top_k < 0:
+        raise fail(f"--top_k must be 0 or more, not {top_k}")
     _torch_threads()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -307,6 +307,8 @@ def diary_read_cmd(
     wing: Annotated[str | None, typer.Option()] = None, db: DbOpt = None,
 ) -> None:
     """Read an agent's newest diary entries (no status filter, no relevance)."""
+    if last_n < 0:
+        raise fail(f"--last-n must be 0 or more, not {last_n}")
     rows = open_sim(db).diary_read(agent, last_n=last_n, wing=wing)
     _print_json([{k: v for k, v in r.items() if k != "embedding"} for r in rows])
 

@@ -94,3 +94,10 @@ def test_train_refuses_non_positive_schedule_flags_in_one_line(tmp_path):
         assert r.exit_code == 1, (args, r.output)
         assert "Traceback" not in r.output and f"{args[0]} must be" in r.output
         assert not (tmp_path / "o" / "last.pt").exists()
+
+
+def test_run_refuses_negative_limit_and_top_k(tmp_path):
+    for args in (["--limit", "-1"], ["--top_k", "-2"]):
+        r = runner.invoke(app, ["run", "--driver", "np", "--out", str(tmp_path / "o"), *args])
+        assert r.exit_code == 1 and f"{args[0]} must be 0 or more" in r.output and "Traceback" not in r.output
+        assert not (tmp_path / "o").exists()
