@@ -1,12 +1,56 @@
-"""LoCoMo conversations as a typed workload (models here; the loader is filled in by the LoCoMo issue).
+"""LoCoMo conversations as a typed workload: models and the loader.
 
 Models: ``Conversation`` -> ``Session`` (index, date-time text) -> ``Turn`` (``dia_id``, speaker, text, photo
 caption), plus ``Probe`` (question, gold or adversarial answer, evidence ids, category).
+
+Loader (``load_locomo``) mapping choices, all deliberate and counted rather than fixed:
+
+- Input is a file or a folder. A folder loads every ``*.json`` in it (sorted by name, non-recursive). A file is
+  either the "v2" layout (one conversation object per file, ``sample_id`` taken from the file stem) or the
+  canonical ``locomo10.json`` layout (a JSON list of ``{"sample_id", "conversation", "qa", ...}``).
+- Sessions are the keys ``session_<n>`` whose value is a list, ordered by ``n``. Files carry extra
+  ``session_<n>_date_time`` keys for sessions that never happened (conv-26 has 35 date keys, 19 sessions): those
+  are ignored. A session without a date-time key keeps an empty ``date_time``. A session listed with zero turns
+  is kept (it is part of the conversation's order) but a conversation with no turn at all is an error.
+- A turn's ``caption`` is its ``blip_caption`` (the generated description of a shared photo); ``img_url`` and
+  ``query`` (the image-search query) are not dialogue and are dropped.
+- Gold answers may be numbers in the files (``2022``): they become strings. Category-5 items have
+  ``adversarial_answer`` and usually no ``answer``; both are kept as given.
+- Evidence: each entry is split on ``;`` and ``,`` and stripped (conv-26 has ``"D8:6; D9:17"``). An id that names
+  a turn of the conversation goes to ``evidence``. An id that does not match exactly but names a turn once
+  leading zeros and inner spaces are removed (``"D3:05"`` -> ``"D3:5"``) is mapped to that turn and listed in
+  ``normalised_evidence``. Everything else (``"D"``, ``"D10:19"`` in conv-42, which names no turn) goes to
+  ``invalid_evidence``: kept out of the metrics, counted in the report. Duplicates are dropped, order kept.
+- A probe whose evidence is empty after this is kept (answer scoring can still use it) and is excluded from
+  recall averages by the metrics.
+- Duplicate ``sample_id`` across the loaded files, duplicate ``dia_id`` within a conversation, a missing path,
+  non-JSON, a wrong shape, or a conversation without turns: ``LocomoDataError``, one line naming the file.
+
+Path resolution (``resolve_locomo_path``): the explicit ``--data`` path, else ``$MEMSIM_LOCOMO_DATA``, else
+``../shared/data/locomo`` relative to the working directory, else the same folder next to this checkout
+(``<repo>/../shared/data/locomo``). An explicit or environment path that does not exist is an error, never a
+silent fall-through to the default.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
 from pydantic import BaseModel, Field
+
+ENV_VAR = "MEMSIM_LOCOMO_DATA"
+REPO_DEFAULT = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo"
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+_DIA_ID = re.compile(r"^D\s*0*(\d+)\s*:\s*0*(\d+)$")
+
+
+class LocomoDataError(ValueError):
+    """A LoCoMo input problem, as one line naming the file."""
 
 
 class Turn(BaseModel):
@@ -38,6 +82,7 @@ class Probe(BaseModel):
     adversarial_answer: str | None = None
     evidence: list[str] = Field(default_factory=list)
     invalid_evidence: list[str] = Field(default_factory=list)
+    normalised_evidence: list[str] = Field(default_factory=list)
     category: int
 
 
@@ -62,3 +107,207 @@ class Conversation(BaseModel):
                 if t.dia_id == dia_id:
                     return s
         raise KeyError(dia_id)
+
+    def turn_map(self) -> dict[str, Turn]:
+        """``dia_id`` -> turn, for every turn."""
+        return {t.dia_id: t for t in self.turns()}
+
+    def quirk_counts(self) -> dict[str, int]:
+        """How many evidence ids were invalid or normalised, and how many probes have no valid evidence."""
+        return {
+            "invalid_evidence": sum(len(p.invalid_evidence) for p in self.probes),
+            "normalised_evidence": sum(len(p.normalised_evidence) for p in self.probes),
+            "probes_without_evidence": sum(1 for p in self.probes if not p.evidence),
+        }
+
+    def sliced(self, max_sessions: int | None = None, max_probes: int | None = None,
+               categories: tuple[int, ...] | None = None) -> Conversation:
+        """A smaller copy: the first ``max_sessions`` sessions and the probes whose evidence all lies in them
+        (at most ``max_probes`` of them, optionally only the given categories). Used by ``--quick`` and claims."""
+        sessions = self.sessions[:max_sessions] if max_sessions else list(self.sessions)
+        kept = {t.dia_id for s in sessions for t in s.turns}
+        probes = [p for p in self.probes if p.evidence and set(p.evidence) <= kept
+                  and (categories is None or p.category in categories)]
+        if max_probes is not None:
+            probes = probes[:max_probes]
+        return self.model_copy(update={"sessions": sessions, "probes": probes})
+
+
+def _err(path: Path | str, problem: str) -> LocomoDataError:
+    return LocomoDataError(f"{path}: {problem}")
+
+
+def resolve_locomo_path(cli_path: Path | str | None = None) -> Path:
+    """The LoCoMo file or folder to load: ``cli_path``, ``$MEMSIM_LOCOMO_DATA``, ``./../shared/data/locomo`` or the
+    folder next to this checkout. Raises ``LocomoDataError`` when an explicit path is missing or nothing is found."""
+    if cli_path is not None:
+        p = Path(cli_path)
+        if not p.exists():
+            raise _err(p, "no such file or folder (given with --data)")
+        return p
+    env = os.environ.get(ENV_VAR)
+    if env:
+        p = Path(env)
+        if not p.exists():
+            raise _err(p, f"no such file or folder (from ${ENV_VAR})")
+        return p
+    for cand in (Path.cwd().parent / "shared" / "data" / "locomo", REPO_DEFAULT):
+        if cand.exists():
+            return cand
+    raise _err(Path.cwd().parent / "shared" / "data" / "locomo",
+               f"LoCoMo data not found; pass --data or set ${ENV_VAR}")
+
+
+def find_locomo_path(explicit: Path | str | None = None) -> Path | None:
+    """Like ``resolve_locomo_path`` but ``None`` instead of an error (claims skip when the data is absent)."""
+    try:
+        return resolve_locomo_path(explicit)
+    except LocomoDataError:
+        return None
+
+
+def _str(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, bool | dict | list):
+        return json.dumps(v, ensure_ascii=False)
+    return str(v)
+
+
+def _parse_conversation(obj: Any, qa: Any, sample_id: str, source: Path, where: str) -> Conversation:
+    if not isinstance(obj, dict):
+        raise _err(source, f"{where}: expected a JSON object with speaker_a, speaker_b and session_<n> keys, "
+                           f"got {type(obj).__name__}")
+    for key in ("speaker_a", "speaker_b"):
+        if not isinstance(obj.get(key), str):
+            raise _err(source, f"{where}: missing or non-text '{key}'")
+    numbers = sorted(int(m.group(1)) for k in obj if (m := _SESSION_KEY.match(k)) and isinstance(obj[k], list))
+    sessions: list[Session] = []
+    seen: set[str] = set()
+    for n in numbers:
+        turns = []
+        for i, raw in enumerate(obj[f"session_{n}"]):
+            if not isinstance(raw, dict):
+                raise _err(source, f"{where}: session_{n}[{i}] is not an object")
+            for key in ("speaker", "dia_id", "text"):
+                if not isinstance(raw.get(key), str):
+                    raise _err(source, f"{where}: session_{n}[{i}] has no text field '{key}'")
+            if raw["dia_id"] in seen:
+                raise _err(source, f"{where}: dia_id {raw['dia_id']!r} appears twice")
+            seen.add(raw["dia_id"])
+            cap = raw.get("blip_caption")
+            turns.append(Turn(dia_id=raw["dia_id"], speaker=raw["speaker"], text=raw["text"],
+                              caption=_str(cap) if cap else None, session=n, index_in_session=i))
+        dt = obj.get(f"session_{n}_date_time")
+        sessions.append(Session(index=n, date_time=_str(dt) or "", turns=turns))
+    if not seen:
+        raise _err(source, f"{where}: conversation has no turns (no non-empty session_<n> list)")
+    if qa is None:
+        qa = []
+    if not isinstance(qa, list):
+        raise _err(source, f"{where}: 'qa' must be a list, got {type(qa).__name__}")
+    canon = {}
+    for d in seen:
+        m = _DIA_ID.match(d.strip())
+        if m:
+            canon.setdefault(f"D{int(m.group(1))}:{int(m.group(2))}", d)
+    probes = [_parse_probe(item, i, seen, canon, source, where) for i, item in enumerate(qa)]
+    return Conversation(sample_id=sample_id, speaker_a=obj["speaker_a"], speaker_b=obj["speaker_b"],
+                        sessions=sessions, probes=probes, source=str(source))
+
+
+def _parse_probe(item: Any, i: int, ids: set[str], canon: dict[str, str], source: Path, where: str) -> Probe:
+    if not isinstance(item, dict) or not isinstance(item.get("question"), str):
+        raise _err(source, f"{where}: qa[{i}] is not an object with a text 'question'")
+    cat = item.get("category")
+    if isinstance(cat, bool) or not isinstance(cat, int | str) or not str(cat).strip().isdigit():
+        raise _err(source, f"{where}: qa[{i}] has no integer 'category'")
+    raw_ev = item.get("evidence", [])
+    if isinstance(raw_ev, str):
+        raw_ev = [raw_ev]
+    if not isinstance(raw_ev, list) or not all(isinstance(e, str) for e in raw_ev):
+        raise _err(source, f"{where}: qa[{i}] 'evidence' must be a list of strings")
+    good: list[str] = []
+    bad: list[str] = []
+    normed: list[str] = []
+    for entry in raw_ev:
+        for part in re.split(r"[;,]", entry):
+            e = part.strip()
+            if not e:
+                continue
+            if e in ids:
+                target = e
+            else:
+                m = _DIA_ID.match(e)
+                target = canon.get(f"D{int(m.group(1))}:{int(m.group(2))}") if m else None
+                if target is None:
+                    if e not in bad:
+                        bad.append(e)
+                    continue
+                if e not in normed:
+                    normed.append(e)
+            if target not in good:
+                good.append(target)
+    return Probe(index=i, question=item["question"], answer=_str(item.get("answer")),
+                 adversarial_answer=_str(item.get("adversarial_answer")), evidence=good, invalid_evidence=bad,
+                 normalised_evidence=normed, category=int(cat))
+
+
+def _load_file(path: Path) -> list[Conversation]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _err(path, f"not UTF-8 text ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise _err(path, f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except OSError as exc:
+        raise _err(path, f"cannot read ({exc.strerror})") from None
+    if isinstance(data, list):
+        if not data:
+            raise _err(path, "empty list (expected locomo10.json entries with 'sample_id' and 'conversation')")
+        out = []
+        for j, entry in enumerate(data):
+            if not isinstance(entry, dict) or "conversation" not in entry:
+                raise _err(path, f"entry {j} is not an object with a 'conversation' (canonical locomo10 layout)")
+            sid = _str(entry.get("sample_id")) or f"{path.stem}#{j}"
+            out.append(_parse_conversation(entry["conversation"], entry.get("qa"), sid, path, f"entry {j}"))
+        return out
+    if isinstance(data, dict):
+        if "conversation" in data and isinstance(data["conversation"], dict):  # one canonical entry on its own
+            sid = _str(data.get("sample_id")) or path.stem
+            return [_parse_conversation(data["conversation"], data.get("qa"), sid, path, sid)]
+        return [_parse_conversation(data, data.get("qa"), path.stem, path, path.stem)]
+    raise _err(path, f"expected a conversation object or a list of them, got {type(data).__name__}")
+
+
+def load_locomo(path: Path | str) -> list[Conversation]:
+    """Load every conversation from a LoCoMo file or folder (either layout); see the module docstring."""
+    p = Path(path)
+    if not p.exists():
+        raise _err(p, "no such file or folder")
+    if p.is_dir():
+        files = sorted(f for f in p.glob("*.json") if f.is_file())
+        if not files:
+            raise _err(p, "folder holds no *.json conversation files")
+    else:
+        files = [p]
+    convs: list[Conversation] = []
+    origin: dict[str, Path] = {}
+    for f in files:
+        for c in _load_file(f):
+            if c.sample_id in origin:
+                raise _err(f, f"sample_id {c.sample_id!r} already loaded from {origin[c.sample_id]}")
+            origin[c.sample_id] = f
+            convs.append(c)
+    return convs
+
+
+def select_conversations(convs: list[Conversation], wanted: list[str] | None) -> list[Conversation]:
+    """The conversations named in ``wanted`` (sample ids such as ``conv-26``), in the given order; all when empty."""
+    if not wanted:
+        return convs
+    by_id = {c.sample_id: c for c in convs}
+    missing = [w for w in wanted if w not in by_id]
+    if missing:
+        raise LocomoDataError(f"unknown conversation {', '.join(missing)} (loaded: {', '.join(by_id)})")
+    return [by_id[w] for w in wanted]

@@ -1,0 +1,131 @@
+"""LoCoMo loader: both layouts, the data quirks, and one-line errors naming the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.workloads.locomo import (
+    LocomoDataError,
+    find_locomo_path,
+    load_locomo,
+    resolve_locomo_path,
+    select_conversations,
+)
+
+SHIPPED = find_locomo_path()
+
+
+def tiny_conv() -> dict:
+    return {
+        "speaker_a": "Ann", "speaker_b": "Bob",
+        "session_1_date_time": "1:00 pm on 1 May, 2023",
+        "session_1": [
+            {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat."},
+            {"speaker": "Bob", "dia_id": "D1:2", "text": "Look!", "img_url": ["http://x"],
+             "blip_caption": "a photo of a dog", "query": "dog"},
+        ],
+        "session_2_date_time": "2:00 pm on 9 May, 2023",
+        "session_3_date_time": "never happened",
+        "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "The cat is called Tom."}],
+        "qa": [
+            {"question": "Pet name?", "answer": "Tom", "evidence": ["D1:1; D2:1"], "category": 1},
+            {"question": "Year?", "answer": 2023, "evidence": ["D", "D9:9", "D2:01"], "category": 2},
+            {"question": "Bob's cat?", "adversarial_answer": "Tom", "evidence": [], "category": 5},
+        ],
+    }
+
+
+def test_v2_layout_and_quirks(tmp_path: Path) -> None:
+    f = tmp_path / "conv-x.json"
+    f.write_text(json.dumps(tiny_conv()))
+    [c] = load_locomo(f)
+    assert c.sample_id == "conv-x" and c.speaker_a == "Ann"
+    assert [s.index for s in c.sessions] == [1, 2]  # the dangling session_3 date has no turns
+    assert c.sessions[1].date_time == "2:00 pm on 9 May, 2023"
+    assert [t.dia_id for t in c.turns()] == ["D1:1", "D1:2", "D2:1"]
+    assert c.turns()[1].caption == "a photo of a dog" and c.turns()[0].caption is None
+    p0, p1, p2 = c.probes
+    assert p0.evidence == ["D1:1", "D2:1"] and p0.invalid_evidence == []
+    assert p1.answer == "2023" and p1.evidence == ["D2:1"] and p1.normalised_evidence == ["D2:01"]
+    assert p1.invalid_evidence == ["D", "D9:9"]
+    assert p2.answer is None and p2.adversarial_answer == "Tom" and p2.category == 5
+    assert c.quirk_counts() == {"invalid_evidence": 2, "normalised_evidence": 1, "probes_without_evidence": 1}
+    assert c.session_of("D2:1").index == 2
+
+
+def test_canonical_layout_and_folder(tmp_path: Path) -> None:
+    conv = tiny_conv()
+    qa = conv.pop("qa")
+    (tmp_path / "locomo10.json").write_text(json.dumps([
+        {"sample_id": "conv-a", "conversation": conv, "qa": qa, "event_summary": {}},
+        {"sample_id": "conv-b", "conversation": conv, "qa": []},
+    ]))
+    (tmp_path / "README.md").write_text("not json, not loaded")
+    convs = load_locomo(tmp_path)
+    assert [c.sample_id for c in convs] == ["conv-a", "conv-b"]
+    assert len(convs[0].probes) == 3 and convs[1].probes == []
+    assert [c.sample_id for c in select_conversations(convs, ["conv-b"])] == ["conv-b"]
+    with pytest.raises(LocomoDataError, match="unknown conversation conv-z"):
+        select_conversations(convs, ["conv-z"])
+
+
+@pytest.mark.parametrize("content,problem", [
+    ("{not json", "not JSON"),
+    ("42", "expected a conversation object"),
+    ('{"speaker_a": "A", "speaker_b": "B", "session_1": []}', "conversation has no turns"),
+    ('{"speaker_a": "A", "speaker_b": "B"}', "conversation has no turns"),
+    ('{"speaker_b": "B", "session_1": []}', "speaker_a"),
+    ('{"speaker_a": "A", "speaker_b": "B", "session_1": [{"speaker": "A", "text": "t"}]}', "dia_id"),
+    ('[{"sample_id": "x"}]', "entry 0"),
+    ('{"speaker_a": "A", "speaker_b": "B", "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "t"}], '
+     '"qa": [{"question": "q", "evidence": [3], "category": 1}]}', "evidence"),
+])
+def test_errors_are_one_line_naming_the_file(tmp_path: Path, content: str, problem: str) -> None:
+    f = tmp_path / "bad.json"
+    f.write_text(content)
+    with pytest.raises(LocomoDataError) as ei:
+        load_locomo(f)
+    msg = str(ei.value)
+    assert "\n" not in msg and str(f) in msg and problem in msg
+    assert isinstance(ei.value, ValueError)
+
+
+def test_missing_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(LocomoDataError, match="no such file"):
+        load_locomo(tmp_path / "absent")
+    with pytest.raises(LocomoDataError, match="no \\*.json"):
+        load_locomo(tmp_path)
+    with pytest.raises(LocomoDataError, match="--data"):
+        resolve_locomo_path(tmp_path / "absent")
+    monkeypatch.setenv("MEMSIM_LOCOMO_DATA", str(tmp_path / "nope"))
+    with pytest.raises(LocomoDataError, match="MEMSIM_LOCOMO_DATA"):
+        resolve_locomo_path(None)
+    monkeypatch.setenv("MEMSIM_LOCOMO_DATA", str(tmp_path))
+    assert resolve_locomo_path(None) == tmp_path
+    assert resolve_locomo_path(tmp_path / ".") == tmp_path / "."
+
+
+def test_duplicate_sample_id_across_files(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text(json.dumps([{"sample_id": "s", "conversation": tiny_conv()}]))
+    (tmp_path / "b.json").write_text(json.dumps([{"sample_id": "s", "conversation": tiny_conv()}]))
+    with pytest.raises(LocomoDataError, match="already loaded"):
+        load_locomo(tmp_path)
+
+
+@pytest.mark.skipif(SHIPPED is None, reason="LoCoMo data not present (../shared/data/locomo)")
+def test_shipped_counts() -> None:
+    convs = load_locomo(SHIPPED)
+    by = {c.sample_id: c for c in convs}
+    assert {"conv-26", "conv-30", "conv-41", "conv-42"} <= set(by)
+    four = [by[s] for s in ("conv-26", "conv-30", "conv-41", "conv-42")]
+    assert sum(len(c.turns()) for c in four) == 2080
+    assert sum(len(c.probes) for c in four) == 757
+    assert [len(c.sessions) for c in four] == [19, 19, 32, 29]
+    p = next(p for p in by["conv-26"].probes if len(p.evidence) == 2 and "D8:6" in p.evidence)
+    assert p.evidence == ["D8:6", "D9:17"]
+    assert sorted(e for p in by["conv-42"].probes for e in p.invalid_evidence) == ["D", "D10:19"]
+    cats = [sum(1 for p in by["conv-30"].probes if p.category == k) for k in range(1, 6)]
+    assert cats == [11, 26, 0, 44, 24]
