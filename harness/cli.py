@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 import harness  # noqa: F401  (sets offline environment variables first)
-from harness.commands import agentfly, bench, fail, fractal, tortoise
+from harness.commands import agentfly, bench, data, fail, fractal, tortoise
 
 app = typer.Typer(help="memsim: executable reference simulators of three agent-memory designs (Fractal, "
                        "AgentFly/Memento, Tortoise) and a claims ledger that demonstrates their analysis reports.",
@@ -19,6 +19,7 @@ app.add_typer(fractal.app, name="fractal")
 app.add_typer(agentfly.app, name="agentfly")
 app.add_typer(tortoise.app, name="tortoise")
 app.add_typer(bench.app, name="bench")
+app.add_typer(data.app, name="data")
 
 console = Console(highlight=False)
 _STYLE = {"holds": "green", "refuted": "yellow", "error": "bold red", "skipped": "dim"}

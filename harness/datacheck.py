@@ -1,0 +1,389 @@
+"""Checks of a user's data before memsim reads it: an AgentFly checkout and LoCoMo conversations.
+
+Each check returns a :class:`FileReport` per file: how many rows it has, the shapes (key sets) of those rows, the
+quirks found (things the simulators reproduce rather than repair, with the claim they relate to), and ``errors``
+for anything that makes the file unusable. Nothing is modified.
+
+AgentFly: the upstream repository keeps its case banks under ``memory/`` and the benchmark questions in
+``data/deepresearcher.jsonl``; a flat folder that holds the same file names side by side is accepted too.
+
+LoCoMo: a file or a folder of ``*.json`` files, each either the canonical list layout (``locomo10.json``: a list of
+``{"sample_id", "conversation": {...}, "qa": [...]}``) or the per-conversation object layout (``speaker_a``,
+``session_<n>``, ``qa`` at the top). When :func:`harness.workloads.locomo.load_locomo` is available the file is also
+loaded through it, and a failure there is reported as an error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+AGENTFLY_FILES: dict[str, str] = {
+    "memory.jsonl": "memory",
+    "training_data.jsonl": "memory",
+    "dummy_memo.jsonl": "memory",
+    "deepresearcher.jsonl": "data",
+}
+"""Known AgentFly files and the checkout sub-folder each lives in upstream."""
+
+_DIA_ID = re.compile(r"^D(\d+):(\d+)$")
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+
+
+@dataclass
+class FileReport:
+    """What one check found in one file."""
+
+    path: str
+    kind: str
+    rows: int = 0
+    shapes: dict[str, int] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    quirks: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"usable": self.usable}
+
+
+# ------------------------------------------------------------------------------------------------------ AgentFly
+def locate_agentfly(root: Path) -> dict[str, Path | None]:
+    """Where each known AgentFly file is under ``root``: ``root/<sub>/<name>`` (a checkout) or ``root/<name>``."""
+    found: dict[str, Path | None] = {}
+    for name, sub in AGENTFLY_FILES.items():
+        found[name] = next((p for p in (root / sub / name, root / name) if p.is_file()), None)
+    return found
+
+
+def _read_lines(path: Path, rep: FileReport) -> list[tuple[int, Any]]:
+    """Every non-blank line parsed; malformed lines are recorded in ``facts['malformed_lines']``."""
+    rows: list[tuple[int, Any]] = []
+    malformed: list[int] = []
+    blank = 0
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        rep.errors.append(f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return rows
+    for ln, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            blank += 1
+            continue
+        try:
+            rows.append((ln, json.loads(line)))
+        except json.JSONDecodeError:
+            malformed.append(ln)
+    rep.rows = len(rows)
+    rep.facts["blank_lines"] = blank
+    rep.facts["malformed_lines"] = malformed[:20]
+    rep.facts["malformed_count"] = len(malformed)
+    shapes = Counter(",".join(sorted(o)) if isinstance(o, dict) else type(o).__name__ for _, o in rows)
+    rep.shapes = dict(shapes.most_common())
+    return rows
+
+
+def _parses(text: Any) -> bool:
+    if not isinstance(text, str):
+        return False
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def _dicts(rows: list[tuple[int, Any]], rep: FileReport) -> list[tuple[int, dict[str, Any]]]:
+    bad = [ln for ln, o in rows if not isinstance(o, dict)]
+    if bad:
+        rep.errors.append(f"line {bad[0]} is not a JSON object ({len(bad)} such line(s))")
+    return [(ln, o) for ln, o in rows if isinstance(o, dict)]
+
+
+def _check_pm_pool(path: Path, rep: FileReport) -> None:
+    rows = _dicts(_read_lines(path, rep), rep)
+    if rep.facts.get("malformed_count"):
+        rep.errors.append(f"malformed JSON on line {rep.facts['malformed_lines'][0]}: the PM pool loader fails "
+                          "the whole load on one bad line (AGF-07)")
+    no_case = [ln for ln, o in rows if o.get("case") is None]
+    if no_case:
+        rep.errors.append(f"line {no_case[0]} has no 'case' ({len(no_case)} row(s)); the PM pool loader rejects it")
+    labels = Counter(str(o.get("case_label", "<missing>")) for _, o in rows)
+    rep.facts["case_label"] = dict(labels)
+    plan_json = sum(1 for _, o in rows if _parses(o.get("plan")))
+    rep.facts["plans_that_parse_as_json"] = plan_json
+    if plan_json < len(rows):
+        rep.quirks.append(f"{len(rows) - plan_json} plan(s) are not JSON text; they are inserted into the prompt "
+                          "as they are")
+    dup = len(rows) - len({str(o.get("case")) for _, o in rows})
+    if dup:
+        rep.quirks.append(f"{dup} duplicate case question(s); each stays a separate case in the pool")
+    if not rows and not rep.errors:
+        rep.errors.append("empty pool: the PM loader raises 'Pool is empty'")
+
+
+def _check_training(path: Path, rep: FileReport) -> None:
+    rows = _dicts(_read_lines(path, rep), rep)
+    if rep.facts.get("malformed_count"):
+        rep.errors.append(f"malformed JSON on line {rep.facts['malformed_lines'][0]}: the trainer's reader fails "
+                          "on it")
+    need = ("query", "case", "truth_label")
+    missing = [ln for ln, o in rows if any(k not in o for k in need)]
+    if missing:
+        rep.errors.append(f"line {missing[0]} lacks one of {', '.join(need)} ({len(missing)} row(s))")
+    truth = Counter(repr(o.get("truth_label")) for _, o in rows)
+    rep.facts["truth_label"] = dict(truth)
+    non_bool = sum(v for k, v in truth.items() if k not in ("True", "False"))
+    if non_bool:
+        rep.quirks.append(f"{non_bool} truth_label value(s) are not booleans")
+    by_query: dict[str, set[str]] = {}
+    for _, o in rows:
+        by_query.setdefault(str(o.get("query")), set()).add(repr(o.get("truth_label")))
+    const = sum(1 for v in by_query.values() if len(v) == 1)
+    rep.facts["queries"] = len(by_query)
+    rep.facts["queries_with_one_label"] = const
+    if by_query and const == len(by_query):
+        rep.quirks.append(f"every one of the {len(by_query)} queries has a single truth_label across its cases: the "
+                          "label is the query's judgement, not the case's usefulness (AGF-09, AGF-22)")
+    elif by_query:
+        rep.quirks.append(f"{const} of {len(by_query)} queries have a single truth_label across their cases "
+                          "(AGF-09, AGF-22)")
+    if not rows and not rep.errors:
+        rep.errors.append("no training pairs")
+
+
+def _check_np_bank(path: Path, rep: FileReport) -> None:
+    from agentfly_sim.bank import extract_pairs
+
+    rows = _dicts(_read_lines(path, rep), rep)
+    if rep.facts.get("malformed_count"):
+        rep.quirks.append(f"{rep.facts['malformed_count']} malformed line(s) (first: line "
+                          f"{rep.facts['malformed_lines'][0]}): the NP loader warns and skips them, shifting the "
+                          "indices of later cases (AGF-05)")
+    items = [o for _, o in rows]
+    pairs = extract_pairs(items)
+    direct = sum(1 for o in items if "question" in o and "plan" in o)
+    fallback = len(pairs) - direct
+    rep.facts["extracted_pairs"] = len(pairs)
+    rep.facts["reward"] = dict(Counter(repr(o.get("reward")) for o in items))
+    if fallback:
+        rep.quirks.append(f"{fallback} two-key row(s) without question/plan are read first key -> question "
+                          "(AGF-05)")
+    skipped = len(items) - len(pairs)
+    if skipped:
+        rep.quirks.append(f"{skipped} row(s) are skipped silently by the NP pair extraction (AGF-05)")
+    if not pairs and not rep.errors:
+        rep.errors.append("no (question, plan) pair can be extracted: the NP bank is empty")
+
+
+def _check_dataset(path: Path, rep: FileReport) -> None:
+    rows = _dicts(_read_lines(path, rep), rep)
+    if rep.facts.get("blank_lines") or rep.facts.get("malformed_count"):
+        first = (rep.facts["malformed_lines"] or ["(blank)"])[0]
+        rep.errors.append(f"{rep.facts['malformed_count']} malformed and {rep.facts['blank_lines']} blank line(s) "
+                          f"(first malformed: {first}): the driver refuses to start on any of them")
+    no_q = [ln for ln, o in rows if "question" not in o]
+    if no_q:
+        rep.errors.append(f"line {no_q[0]} has no 'question' ({len(no_q)} row(s))")
+    qs = Counter(str(o.get("question")) for _, o in rows)
+    dups = {q: n for q, n in qs.items() if n > 1}
+    rep.facts["distinct_questions"] = len(qs)
+    rep.facts["data_source"] = dict(Counter(str(o.get("data_source", "<missing>")) for _, o in rows).most_common())
+    no_gt = sum(1 for _, o in rows if o.get("ground_truth") in (None, ""))
+    if no_gt:
+        rep.quirks.append(f"{no_gt} question(s) without ground_truth")
+    if dups:
+        differing = sum(1 for q in dups if len({json.dumps(o.get("ground_truth")) for _, o in rows
+                                                if str(o.get("question")) == q}) > 1)
+        rep.quirks.append(f"{len(dups)} question(s) occur more than once ({sum(dups.values()) - len(dups)} extra "
+                          f"rows; {differing} with differing ground truths): the last occurrence's ground truth "
+                          "wins and a finished question suppresses its repeats on restart (AGF-29)")
+    splits = sum(1 for _, o in rows if "<|answer_split|>" in str(o.get("ground_truth", "")))
+    if splits:
+        rep.quirks.append(f"{splits} ground truth(s) hold several answers joined by <|answer_split|>")
+    if not rows and not rep.errors:
+        rep.errors.append("no questions")
+
+
+def _check_other(path: Path, rep: FileReport) -> None:
+    _read_lines(path, rep)
+    if rep.facts.get("malformed_count"):
+        rep.quirks.append(f"{rep.facts['malformed_count']} malformed line(s)")
+
+
+_CHECKS = {"memory.jsonl": ("PM case pool", _check_pm_pool),
+           "training_data.jsonl": ("retriever training pairs", _check_training),
+           "dummy_memo.jsonl": ("NP case bank", _check_np_bank),
+           "deepresearcher.jsonl": ("benchmark questions", _check_dataset)}
+
+
+def check_agentfly(root: Path) -> list[FileReport]:
+    """Check an AgentFly checkout (or flat folder). A missing known file is reported as an error row."""
+    root = Path(root)
+    if not root.is_dir():
+        return [FileReport(str(root), "AgentFly folder", errors=["not a directory"])]
+    reports: list[FileReport] = []
+    located = locate_agentfly(root)
+    for name, path in located.items():
+        kind, fn = _CHECKS[name]
+        if path is None:
+            sub = AGENTFLY_FILES[name]
+            reports.append(FileReport(str(root / sub / name), kind,
+                                      errors=[f"missing (looked for {sub}/{name} and {name})"]))
+            continue
+        rep = FileReport(str(path), kind)
+        fn(path, rep)
+        reports.append(rep)
+    known = {p.resolve() for p in located.values() if p is not None}
+    for extra in sorted({*root.glob("memory/*.jsonl"), *root.glob("*.jsonl")}):
+        if extra.resolve() not in known:
+            rep = FileReport(str(extra), "other JSONL")
+            _check_other(extra, rep)
+            reports.append(rep)
+    return reports
+
+
+# -------------------------------------------------------------------------------------------------------- LoCoMo
+def _locomo_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.glob("*.json") if p.is_file())
+    return [path]
+
+
+def _conversations(obj: Any) -> list[tuple[str, dict[str, Any], list[Any]]]:
+    """``(sample_id, conversation mapping, qa list)`` per conversation in either layout; ValueError otherwise."""
+    if isinstance(obj, list):
+        out = []
+        for i, item in enumerate(obj):
+            if not isinstance(item, dict) or not isinstance(item.get("conversation"), dict):
+                raise ValueError(f"item {i} of the list has no 'conversation' object")
+            out.append((str(item.get("sample_id", f"#{i}")), item["conversation"], item.get("qa")))
+        return out
+    if isinstance(obj, dict) and "speaker_a" in obj:
+        return [("", obj, obj.get("qa"))]
+    if isinstance(obj, dict) and isinstance(obj.get("conversation"), dict):
+        return [(str(obj.get("sample_id", "")), obj["conversation"], obj.get("qa"))]
+    raise ValueError("neither LoCoMo layout: expected a list of {sample_id, conversation, qa} or an object with "
+                     "speaker_a, session_<n> and qa")
+
+
+def _check_conversation(sample: str, conv: dict[str, Any], qa: Any, facts: dict[str, Any], quirks: Counter,
+                        errors: list[str]) -> None:
+    for key in ("speaker_a", "speaker_b"):
+        if key not in conv:
+            errors.append(f"{sample}: no '{key}'")
+    sessions = sorted(int(m.group(1)) for k in conv if (m := _SESSION_KEY.match(k)))
+    if not sessions:
+        errors.append(f"{sample}: no session_<n> lists")
+        return
+    ids: set[str] = set()
+    turns = 0
+    for n in sessions:
+        turns_n = conv[f"session_{n}"]
+        if not isinstance(turns_n, list):
+            errors.append(f"{sample}: session_{n} is not a list of turns")
+            continue
+        if f"session_{n}_date_time" not in conv:
+            quirks["session without session_<n>_date_time"] += 1
+        for t in turns_n:
+            if not isinstance(t, dict) or not all(k in t for k in ("speaker", "dia_id", "text")):
+                errors.append(f"{sample}: a turn of session_{n} lacks speaker, dia_id or text")
+                return
+            turns += 1
+            ids.add(str(t["dia_id"]))
+            if t.get("img_url") or t.get("blip_caption"):
+                quirks["turn sharing a photo (caption kept beside the text)"] += 1
+    if sessions != list(range(1, len(sessions) + 1)):
+        quirks["session numbers with gaps"] += 1
+    if not isinstance(qa, list):
+        errors.append(f"{sample}: no 'qa' list")
+        return
+    cats: Counter = Counter()
+    for q in qa:
+        if not isinstance(q, dict) or "question" not in q:
+            errors.append(f"{sample}: a qa item has no 'question'")
+            return
+        cats[str(q.get("category"))] += 1
+        if q.get("category") == 5 and "answer" not in q:
+            quirks["category 5 item with adversarial_answer instead of answer"] += 1
+        elif "answer" not in q and "adversarial_answer" not in q:
+            quirks["qa item without any answer"] += 1
+        for ev in q.get("evidence") or []:
+            parts = [p.strip() for p in re.split(r"[;,]", str(ev)) if p.strip()]
+            if len(parts) > 1:
+                quirks["evidence string holding several ids (split on ';')"] += 1
+            for p in parts:
+                if not _DIA_ID.match(p):
+                    quirks["evidence entry that is not a dia_id"] += 1
+                elif p not in ids:
+                    quirks["evidence id naming no turn of the conversation"] += 1
+    facts["conversations"] += 1
+    facts["sessions"] += len(sessions)
+    facts["turns"] += turns
+    facts["qa"] += len(qa)
+    for c, n in cats.items():
+        facts["qa_by_category"][c] = facts["qa_by_category"].get(c, 0) + n
+
+
+def check_locomo(path: Path) -> list[FileReport]:
+    """Check a LoCoMo file or folder; one report per file (a folder without ``*.json`` is an error)."""
+    path = Path(path)
+    if not path.exists():
+        return [FileReport(str(path), "LoCoMo", errors=["no such file or folder"])]
+    files = _locomo_files(path)
+    if not files:
+        return [FileReport(str(path), "LoCoMo", errors=["folder holds no *.json file"])]
+    reports = []
+    for f in files:
+        rep = FileReport(str(f), "LoCoMo conversations")
+        facts: dict[str, Any] = {"conversations": 0, "sessions": 0, "turns": 0, "qa": 0, "qa_by_category": {}}
+        quirks: Counter = Counter()
+        try:
+            obj = json.loads(f.read_text(encoding="utf-8"))
+            convs = _conversations(obj)
+        except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+            rep.errors.append(f"{type(exc).__name__}: {exc}")
+            reports.append(rep)
+            continue
+        rep.facts["layout"] = "list (locomo10.json)" if isinstance(obj, list) else "one conversation per file"
+        for sample, conv, qa in convs:
+            _check_conversation(sample or f.stem, conv, qa, facts, quirks, rep.errors)
+        rep.rows = facts["conversations"]
+        rep.facts |= facts
+        rep.facts["qa_by_category"] = dict(sorted(facts["qa_by_category"].items()))
+        rep.shapes = {rep.facts["layout"]: len(convs)}
+        rep.quirks = [f"{n} x {what}" for what, n in quirks.most_common()]
+        if not rep.errors:
+            _through_loader(f, rep)
+        reports.append(rep)
+    return reports
+
+
+def _through_loader(path: Path, rep: FileReport) -> None:
+    """Load ``path`` with the workload loader (when the project has one) and compare its counts with ours."""
+    try:
+        from harness.workloads.locomo import load_locomo  # type: ignore[attr-defined]
+    except ImportError:
+        rep.facts["loader"] = "harness.workloads.locomo.load_locomo not available; raw checks only"
+        return
+    try:
+        convs = load_locomo(path)
+    except Exception as exc:  # noqa: BLE001 - any loader failure makes the file unusable for memsim
+        rep.errors.append(f"load_locomo failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        return
+    convs = list(convs) if not hasattr(convs, "sessions") else [convs]
+    turns = sum(len(c.turns()) for c in convs)
+    probes = sum(len(c.probes) for c in convs)
+    invalid = sum(len(p.invalid_evidence) for c in convs for p in c.probes)
+    rep.facts["loader"] = {"conversations": len(convs), "turns": turns, "probes": probes,
+                           "invalid_evidence_ids": invalid}
+    if turns != rep.facts["turns"] or probes != rep.facts["qa"]:
+        rep.quirks.append(f"load_locomo keeps {turns} turns / {probes} probes of the file's "
+                          f"{rep.facts['turns']} / {rep.facts['qa']}")
