@@ -57,15 +57,19 @@ def session_context(store: TortoiseStore) -> dict[str, Any]:
 def render_digest(ctx: dict[str, Any]) -> str:
     """Spec §7.5: title, non-empty sections (diary 5 x 160, points 8 x 160, confidence 5 x 120), closing hint.
     Plain slicing, no sanitation; events never printed. Snapshot field defaults: missing pointKind prints
-    ``(point)``, missing confidence ``[0.00]``; a null confidence or content raises ``TypeError``."""
-    if ctx.get("no_prior_sessions"):
+    ``(point)``, missing confidence ``[0.00]``; a null confidence or content raises ``TypeError``.
+
+    The emptiness test looks at diary, points and events only (spec §7.5 (a)): a context whose only rows are
+    confidence rows prints the one-line notice whatever ``no_prior_sessions`` says. A diary row whose
+    ``createdAt`` is null prints an empty date ``- [] ...``, like a missing one (§7.5 (b))."""
+    diary, points, conf = ctx.get("diary") or [], ctx.get("points") or [], ctx.get("confidence") or []
+    if ctx.get("no_prior_sessions") or not (diary or points or ctx.get("events")):
         return NO_MEMORY_LINE + "\n"
     lines = [DIGEST_TITLE]
-    diary, points, conf = ctx.get("diary") or [], ctx.get("points") or [], ctx.get("confidence") or []
     if diary:
         lines += ["", HEADINGS["diary"]]
         for r in diary[:5]:
-            lines.append(f"- [{r.get('createdAt', '')[:10]}] {r.get('content', '')[:160]}")
+            lines.append(f"- [{(r.get('createdAt') or '')[:10]}] {r.get('content', '')[:160]}")
     if points:
         lines += ["", HEADINGS["points"]]
         for r in points[:8]:

@@ -25,7 +25,8 @@ __all__ = [
 MAX_ENTRIES = 1000
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
 MAX_ENTRY_BYTES = 16 * 1024 * 1024
-_PROBE = re.compile(r"verify-[a-z][a-z0-9-]*-\d{8}T\d{6}Z-[0-9a-f]{6}$")
+# §10.1 item 4: anchored at the very end (\Z), so an id with a trailing newline is not a probe.
+_PROBE = re.compile(r"verify-[a-z][a-z0-9-]*-\d{8}T\d{6}Z-[0-9a-f]{6}\Z")
 
 
 def _sha(text: str) -> str:
@@ -130,16 +131,29 @@ class Spool:
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
 
+    @staticmethod
+    def _parse_meta(path: Path) -> dict[str, Any] | None:
+        """The meta as a dict, or None when it is corrupt: unreadable, not JSON, not an object, or without a
+        non-empty string ``session_id`` (§10.1 items 9 and 14)."""
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+        except Exception:
+            return None
+        if not isinstance(meta, dict) or not isinstance(meta.get("session_id"), str) or not meta["session_id"]:
+            return None
+        return meta
+
+    def _corrupt(self, key: str) -> None:
+        """§10.1 items 9 and 14: ledger ``corrupt_entry`` naming ``unreadable:<entry_key>``, both files deleted."""
+        self._discard(f"unreadable:{key}", None, "corrupt_entry")
+        self._delete(key)
+
     def _all_meta(self) -> list[tuple[str, dict[str, Any] | None]]:
         if not self.entries.exists():
             return []
         out = []
         for meta in sorted(self.entries.glob("*.meta.json")):
-            key = meta.name.removesuffix(".meta.json")
-            try:
-                out.append((key, json.loads(meta.read_text(encoding="utf-8"))))
-            except Exception:
-                out.append((key, None))
+            out.append((meta.name.removesuffix(".meta.json"), self._parse_meta(meta)))
         return out
 
     def _entry_bytes(self, key: str) -> int:
@@ -161,12 +175,9 @@ class Spool:
         now = self._now()
         meta = None
         if meta_path.exists():
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            except Exception:
-                self._discard(session_id, None, "corrupt_entry")
-                self._delete(key)
-                meta = None
+            meta = self._parse_meta(meta_path)
+            if meta is None:
+                self._corrupt(key)
         if meta is not None and meta.get("content_digest") == digest:
             return {"action": "noop", "capture_key": ckey}
         new_bytes = _turn_lines(turns)
@@ -217,8 +228,7 @@ class Spool:
         entries = []
         for key, meta in self._all_meta():
             if meta is None:
-                self._discard("", None, "corrupt_entry")
-                self._delete(key)
+                self._corrupt(key)
                 counts["discarded"] += 1
                 continue
             entries.append((key, meta))
@@ -254,23 +264,24 @@ class Spool:
                     "conversation": turns, "machine_id": meta.get("machine_id")}
             if meta.get("model") is not None:
                 body["model"] = meta["model"]
-            counts["posted"] += 1
             try:
                 status = post(body)
             except Exception as exc:
+                # §10.1 item 13: one deferral, counted once, in ``failed`` only (not ``posted``/``transient``).
                 self._discard(sid, meta.get("capture_key"), "entry_failed", repr(exc))
                 counts["failed"] += 1
-                status = None
                 self._transient(key, sid, attempts_before, now_ms)
-                counts["transient"] += 1
                 continue
+            counts["posted"] += 1
             if status is not None and 200 <= status < 300:
+                # §10.1 item 12: every 2xx counts as filed, even when the compare-and-swap below does not stamp
+                # the entry (turns changed during the post: the entry stays unfiled and is re-posted later).
+                counts["filed"] += 1
                 cur = self.read_meta(sid)
                 if cur is not None and cur.get("content_digest") == posted_digest:
                     cur.update(filed_key=cur["capture_key"], filed_at=now_ms, attempts=0, next_attempt_at_ms=0,
                                lane="filed")
                     self._write_meta(key, cur)
-                    counts["filed"] += 1
             elif status is not None and 400 <= status < 500 and status not in (408, 409, 425, 429):
                 counts["permanent"] += 1
                 reason = f"permanent_http_{status}"

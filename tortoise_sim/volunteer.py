@@ -188,7 +188,12 @@ def run_volunteer_pipeline(
         current = [h for h in raw if h.get("id") and h.get("content") and h.get("point_kind") not in EXCLUDED_KINDS]
         merged = list(current)
         if len(current) < k:
-            extra, _t2 = search(query, pool_limit, ["retracted"], False)
+            # Best-effort supersession arm (spec §6.3): if it raises it contributes no hits and the response
+            # is not degraded; the current arm's hits are volunteered as usual.
+            try:
+                extra, _t2 = search(query, pool_limit, ["retracted"], False)
+            except Exception:
+                extra = []
             merged += [h for h in extra
                        if h.get("id") and h.get("content") and h.get("point_kind") not in EXCLUDED_KINDS]
         if not raw and getattr(trace, "breaker_open", False):

@@ -161,8 +161,10 @@ def test_14_10_digest_field_defaults():
     base = {"diary": [], "events": [], "no_prior_sessions": False}
     assert "- (point) x" in render_digest({**base, "points": [{"content": "x"}], "confidence": []})
     assert "- (None) x" in render_digest({**base, "points": [{"pointKind": None, "content": "x"}], "confidence": []})
-    assert "- [0.00] y" in render_digest({**base, "points": [], "confidence": [{"content": "y"}]})
+    # A point row keeps the context non-empty: confidence rows alone print the notice (§7.5 (a)).
+    one = [{"pointKind": "decision", "content": "x"}]
+    assert "- [0.00] y" in render_digest({**base, "points": one, "confidence": [{"content": "y"}]})
     import pytest
 
     with pytest.raises(TypeError):
-        render_digest({**base, "points": [], "confidence": [{"content": "y", "confidence": None}]})
+        render_digest({**base, "points": one, "confidence": [{"content": "y", "confidence": None}]})
