@@ -19,11 +19,40 @@ def _synthetic_pairs(n=40):
 
 
 def _same_ranking(a, b, tol=1e-6):
+    """Same cases in the same order: rank numbers, scores (within ``tol``) and case ids (``line_index``) must
+    agree position by position. Two ids may trade places only inside a run of near-tied scores (the faithful
+    order among near-ties is not defined), so each tie run must hold the same set of ids in both rankings."""
     assert [r["rank"] for r in a] == [r["rank"] for r in b]
+    assert len(a) == len(b)
     for x, y in zip(a, b, strict=True):
         assert abs(x["score"] - y["score"]) <= tol
-        if x["line_index"] != y["line_index"]:  # only allowed among faithful near-ties
-            assert abs(x["score"] - y["score"]) <= tol
+    start = 0
+    for end in range(1, len(a) + 1):
+        if end == len(a) or abs(a[end]["score"] - a[end - 1]["score"]) > tol:
+            ids_a = [r["line_index"] for r in a[start:end]]
+            ids_b = [r["line_index"] for r in b[start:end]]
+            if end - start == 1:
+                assert ids_a == ids_b, f"rank {start + 1}: case {ids_a[0]} vs {ids_b[0]}"
+            else:
+                assert sorted(ids_a) == sorted(ids_b), f"tie run at ranks {start + 1}..{end}: {ids_a} vs {ids_b}"
+            start = end
+
+
+def test_same_ranking_helper_fails_on_swapped_ids():
+    ranking = [{"rank": i + 1, "score": 0.9 - 0.1 * i, "line_index": 10 + i, "question": f"q{i}"} for i in range(4)]
+    _same_ranking(ranking, [dict(r) for r in ranking])
+    swapped = [dict(r) for r in ranking]
+    swapped[1]["line_index"], swapped[2]["line_index"] = swapped[2]["line_index"], swapped[1]["line_index"]
+    with pytest.raises(AssertionError):
+        _same_ranking(ranking, swapped)
+    other = [dict(r) for r in ranking]
+    other[3]["line_index"] = 99  # a different case at the last rank
+    with pytest.raises(AssertionError):
+        _same_ranking(ranking, other)
+    tied = [dict(r, score=0.5) for r in ranking]  # inside a tie run the order is free, the id set is not
+    tied_swapped = [dict(r) for r in tied]
+    tied_swapped[0]["line_index"], tied_swapped[1]["line_index"] = 11, 10
+    _same_ranking(tied, tied_swapped)
 
 
 def test_cached_index_identical_topk_synthetic():
