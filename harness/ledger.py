@@ -7,13 +7,17 @@ failure of memsim; ``skipped`` means a needed corpus is absent (the reason is re
 
 from __future__ import annotations
 
+import contextlib
 import html
+import io
 import json
+import logging
 import platform
 import shutil
 import tempfile
 import time
 import traceback
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -73,13 +77,62 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=repr))
 
 
+CAPTURED_HEADER = "--- captured during the demonstration (logging, warnings, stderr) ---"
+
+
+class _Capture:
+    """Collects what a demonstration says on the side while it runs: log records (WARNING and above, any
+    logger), ``warnings.warn`` calls and Python-level writes to ``sys.stderr``. Fault-injection demonstrations
+    provoke such messages on purpose ("graph feed write failed ..."); they belong to the claim's evidence,
+    not to the terminal above the progress bar."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._stderr = io.StringIO()
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> _Capture:
+        lines = self.lines
+
+        class _ToList(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                try:
+                    lines.append(f"log {record.levelname} {record.name}: {record.getMessage()}")
+                except Exception:  # noqa: BLE001 - a bad log call must not break the demonstration
+                    lines.append(f"log {record.levelname} {record.name}: {record.msg!r}")
+
+        handler = _ToList(level=logging.WARNING)
+        root = logging.getLogger()
+        root.addHandler(handler)
+        self._stack.callback(root.removeHandler, handler)
+        caught = self._stack.enter_context(warnings.catch_warnings(record=True))
+        warnings.simplefilter("always")
+        self._caught = caught
+        self._stack.enter_context(contextlib.redirect_stderr(self._stderr))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+        for w in self._caught:
+            self.lines.append(f"warning {w.category.__name__}: {w.message}")
+        err = self._stderr.getvalue().rstrip("\n")
+        if err:
+            self.lines += [f"stderr: {line}" for line in err.splitlines()]
+
+    def text(self) -> str:
+        return "\n".join([CAPTURED_HEADER, *self.lines]) if self.lines else ""
+
+
 def run_claim(c: Claim, *, seed: int = 0, data_dir: Path | None = None, quick: bool = False,
               keep_tmp: bool = False) -> LedgerRow:
-    """Run one claim in a fresh temporary directory; exceptions become verdict ``error``."""
+    """Run one claim in a fresh temporary directory; exceptions become verdict ``error``. Log records,
+    warnings and stderr output of the demonstration are appended to its evidence instead of the terminal."""
     tmp = Path(tempfile.mkdtemp(prefix=f"memsim-{c.id}-"))
     t0 = time.perf_counter()
+    cap = _Capture()
     try:
-        obs = c.demonstrate(ClaimContext(tmp_path=tmp, seed=seed, data_dir=data_dir, quick=quick))
+        with cap:
+            obs = c.demonstrate(ClaimContext(tmp_path=tmp, seed=seed, data_dir=data_dir, quick=quick))
         if not isinstance(obs, Observation):
             raise TypeError(f"{c.source} returned {type(obs).__name__}, not Observation")
     except Exception:  # noqa: BLE001 - the ledger records every failure as a verdict
@@ -88,8 +141,11 @@ def run_claim(c: Claim, *, seed: int = 0, data_dir: Path | None = None, quick: b
         seconds = time.perf_counter() - t0
         if not keep_tmp:
             shutil.rmtree(tmp, ignore_errors=True)
+    evidence = obs.evidence
+    if cap.text():
+        evidence = f"{evidence}\n\n{cap.text()}" if evidence else cap.text()
     return LedgerRow(id=c.id, design=c.design, record=c.record, kind=c.kind, statement=c.statement,
-                     verdict=obs.verdict, measured=_jsonable(obs.measured), evidence=obs.evidence,
+                     verdict=obs.verdict, measured=_jsonable(obs.measured), evidence=evidence,
                      note=obs.note, seconds=round(seconds, 3), source=c.source)
 
 

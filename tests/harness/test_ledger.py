@@ -101,3 +101,38 @@ def test_every_command_has_help() -> None:
                  ["tortoise", "--help"], ["bench", "--help"]):
         res = runner.invoke(app, args)
         assert res.exit_code == 0, (args, res.output)
+
+
+def _noisy(ctx: ClaimContext) -> Observation:
+    import logging
+    import sys
+    import warnings
+
+    logging.getLogger("memsim.test.noisy").warning("graph feed write failed for %s: %s", "PointAdded", "boom")
+    warnings.warn("expected deprecation in a demonstration", UserWarning, stacklevel=1)
+    print("journal write failed for PointAdded: injected", file=sys.stderr)
+    return Observation.holds({"n": 1}, evidence="own evidence")
+
+
+def test_runner_routes_demonstration_messages_into_evidence(capsys) -> None:
+    from harness.ledger import CAPTURED_HEADER
+
+    ledger = run_claims([Claim("T-9", "harness", "rec", "noisy", "mechanism", _noisy)], progress=False)
+    row = ledger.rows[0]
+    out, err = capsys.readouterr()
+    assert err == "" and out == ""
+    assert row.verdict == "holds" and row.evidence.startswith("own evidence\n\n" + CAPTURED_HEADER)
+    assert "log WARNING memsim.test.noisy: graph feed write failed for PointAdded: boom" in row.evidence
+    assert "warning UserWarning: expected deprecation in a demonstration" in row.evidence
+    assert "stderr: journal write failed for PointAdded: injected" in row.evidence
+    quiet = run_claims(_claims()[:1], progress=False).rows[0]
+    assert CAPTURED_HEADER not in quiet.evidence  # nothing said, nothing appended
+
+
+def test_fault_injection_claim_keeps_the_terminal_clean(capfd) -> None:
+    """TOR-41 injects a journal failure; its warning lands in the evidence, not on the terminal."""
+    (tor41,) = all_claims(ids=["TOR-41"])
+    row = run_claims([tor41], progress=False).rows[0]
+    _out, err = capfd.readouterr()
+    assert "journal write failed" not in err
+    assert row.verdict == "holds" and "journal write failed for PointAdded" in row.evidence
