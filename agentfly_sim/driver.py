@@ -17,6 +17,10 @@ spec §6.8, with these step names:
 - ``agentfly.case_write`` before the case append;
 - ``agentfly.reload`` before the bank reload.
 
+After each append the driver also reports ``hook.after_write(step, path, offset)`` when the hook has that
+attribute (``agentfly_sim.durable``; the crash-point explorer tears or crashes there). ``DriverConfig(durability=
+"journal")`` is the hardened option that makes a question's appends one redo-logged unit (``agentfly_sim.journal``).
+
 An ``Exception`` from the hook is handled as upstream handles any exception at that point; a ``BaseException``
 such as ``SimulatedCrash`` stops the run with the files as they are.
 
@@ -49,6 +53,7 @@ from .bank import (
     pm_case_row,
     read_finished,
 )
+from .durable import after_write, file_size
 from .errors import STEP_PREFIX, ExecutorStalled, SimulatedCrash, TornWrite
 from .history import (
     MAX_CTX,
@@ -58,6 +63,7 @@ from .history import (
     TokenCounter,
     trim_messages,
 )
+from .journal import QuestionJournal, journal_path
 from .prompts import (
     EXECUTOR_SYSTEM,
     PLANNER_SYSTEM,
@@ -131,6 +137,7 @@ class DriverConfig:
     pm_model_name: str | None = None
     pm_cache_case_vectors: bool = False
     limit: int | None = None
+    durability: str = "faithful"  # hardened option: "journal" (agentfly_sim.journal; REL-04, REL-06, REL-10)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> DriverConfig:
@@ -215,6 +222,9 @@ class _Driver(ABC):
         self.history = SharedHistory()
         self.gt_map: dict[str, Any] = {}
         self._current_task_id: Any = None
+        if self.cfg.durability not in ("faithful", "journal"):
+            raise ValueError(f"durability must be 'faithful' or 'journal', got {self.cfg.durability!r}")
+        self.journal: QuestionJournal | None = None
 
     # ------------------------------------------------------------------------------------------ plumbing
     def resolve(self, p: str) -> str:
@@ -369,9 +379,29 @@ class _Driver(ABC):
             with open(path, "a", encoding="utf-8") as f:
                 f.write(line[: len(line) // 2])
             raise SimulatedCrash("torn result write") from None
+        offset = file_size(path)
         with open(path, "a", encoding="utf-8") as f:
             f.write(line)
+        after_write(self.fault_hook, STEP_PREFIX + "result_write", path, offset)
         self._fault("after_result_write")
+
+    def _commit_journalled(self, q: str, result: dict[str, Any], pairs: list[str], case_line: str) -> bool:
+        """Journal mode (``durability="journal"``): result, pairs and case as one redo-logged unit, under the
+        journal lock, skipped when another driver finished ``q`` meanwhile. Returns False when skipped."""
+        assert self.journal is not None
+        targets = [self.cfg.training_data_path] if pairs else []
+        for configured in [*targets, self.memory_path_cfg]:
+            self._makedirs_for(configured)
+        writes = [(self.result_path, dumps_line(result, default=str), STEP_PREFIX + "result_write")]
+        if pairs:
+            writes.append((self.resolve(self.cfg.training_data_path), "".join(pairs), STEP_PREFIX + "pairs_write"))
+        writes.append((self.memory_path, case_line, STEP_PREFIX + "case_write"))
+        with self.journal.locked():
+            if q in read_finished(self.result_path):
+                self._info("Task %s finished by another driver, not written again", q)
+                return False
+            self.journal.commit(q, writes)
+        return True
 
     def _record_dict(self, rec: QueryRecord, j: JudgeResult) -> dict[str, Any]:
         d: dict[str, Any] = {"task_id": rec.task_id, "query": rec.query, "model_output": rec.model_output,
@@ -409,6 +439,10 @@ class _Driver(ABC):
             return summary
         if self.cfg.create_result_dir:
             os.makedirs(os.path.dirname(self.result_path), exist_ok=True)
+        if self.cfg.durability == "journal":
+            self.journal = QuestionJournal(journal_path(self.result_path), self.fault_hook)
+            if self.journal.recover():
+                self._info("Completed a half-written question from %s", self.journal.path)
         finished = read_finished(self.result_path)
         self._startup_bank()
         self._connect_tools()
@@ -486,6 +520,13 @@ class NPDriver(_Driver):
             self._print(f"\nFINAL ANSWER: {rec.model_output}")
             record = self._record_dict(rec, j)
             record["reward"] = reward
+            if self.journal is not None:
+                if self._commit_journalled(q, record, [], dumps_line(np_case_row(q, rec.plan_json or "", reward))):
+                    summary.processed += 1
+                    self._fault("reload")
+                    self.items = load_jsonl(self.memory_path)
+                    self.pairs = extract_pairs(self.items, self.cfg.memory_key_field, self.cfg.memory_value_field)
+                return
             self._append_result(record)
             summary.processed += 1
         except ExecutorStalled:
@@ -497,7 +538,9 @@ class NPDriver(_Driver):
         try:
             self._makedirs_for(self.memory_path_cfg)
             self._fault("case_write")
+            offset = file_size(self.memory_path)
             append_jsonl(self.memory_path, np_case_row(q, rec.plan_json or "", reward))
+            after_write(self.fault_hook, STEP_PREFIX + "case_write", self.memory_path, offset)
             self._fault("reload")
             self.items = load_jsonl(self.memory_path)
             self.pairs = extract_pairs(self.items, self.cfg.memory_key_field, self.cfg.memory_value_field)
@@ -579,17 +622,29 @@ class PMDriver(_Driver):
             j = self.llm_judge(q, self.gt_map.get(q), rec.model_output)
             is_correct = j.judgement == "correct"
             self._info("\nFINAL ANSWER: %s", rec.model_output)
+            if self.journal is not None:
+                pairs = [dumps_line(pair_row(q, case, is_correct)) for case in rec.retrieved_cases or []]
+                if self._commit_journalled(q, self._record_dict(rec, j), pairs,
+                                           dumps_line(pm_case_row(q, rec.plan_json or "", is_correct))):
+                    summary.processed += 1
+                    self._load_memory()
+                return
             self._append_result(self._record_dict(rec, j))
             summary.processed += 1
             if rec.retrieved_cases:
                 self._makedirs_for(self.cfg.training_data_path)
                 self._fault("pairs_write")
-                with open(self.resolve(self.cfg.training_data_path), "a", encoding="utf-8") as f:
+                pairs_path = self.resolve(self.cfg.training_data_path)
+                offset = file_size(pairs_path)
+                with open(pairs_path, "a", encoding="utf-8") as f:
                     for case in rec.retrieved_cases:
                         f.write(dumps_line(pair_row(q, case, is_correct)))
+                after_write(self.fault_hook, STEP_PREFIX + "pairs_write", pairs_path, offset)
             self._makedirs_for(self.memory_path_cfg)
             self._fault("case_write")
+            offset = file_size(self.memory_path)
             append_jsonl(self.memory_path, pm_case_row(q, rec.plan_json or "", is_correct))
+            after_write(self.fault_hook, STEP_PREFIX + "case_write", self.memory_path, offset)
             self._load_memory()
         except ExecutorStalled:
             raise

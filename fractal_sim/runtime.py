@@ -10,9 +10,10 @@ FRA-13); exceptions raised before finalization (``on_pending``, an invalid trace
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,27 +78,37 @@ async def _maybe_await(value: Any) -> Any:
 class FractalRuntime:
     """One workspace, one current session, one agent. ``state_dir=None`` resolves the state directory from the
     environment at every save (spec 6.1). ``fault_hook`` is passed to every save (step ``fractal.session.save``).
+
+    Hardened options (named, off by default; the reference has neither, FRA-17): ``durability="atomic"`` makes
+    every save a temp-file + ``os.replace`` (REL-02); ``session_lock=True`` holds an exclusive ``flock`` on
+    ``<id>.json.lock`` for the whole submit and reloads the session from disk under it, so two processes
+    submitting to one session serialise instead of overwriting each other's turns (REL-09).
     """
 
     def __init__(self, workspace_path: str | os.PathLike[str], included_paths: Iterable[Any] | None = None,
                  session: FractalSession | None = None, agent: Any = None, *,
-                 state_dir: Path | str | None = None, fault_hook: FaultHook | None = None) -> None:
+                 state_dir: Path | str | None = None, fault_hook: FaultHook | None = None,
+                 durability: str = "faithful", session_lock: bool = False) -> None:
         self.workspace_path = resolve_workspace(workspace_path)
         self.included_paths = [resolve_workspace(p) for p in included_paths or []]
         self.session = session if session is not None else FractalSession()
         self.agent = agent
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self.fault_hook = fault_hook
+        self.durability = durability
+        self.session_lock = session_lock
         self.last_tracker: RuntimeEventTracker | None = None
 
     @classmethod
     def create(cls, workspace_path: str | os.PathLike[str], agent: Any, *,
                included_paths: Iterable[Any] | None = None, resume_session_id: str | None = None,
-               state_dir: Path | str | None = None, fault_hook: FaultHook | None = None) -> FractalRuntime:
+               state_dir: Path | str | None = None, fault_hook: FaultHook | None = None,
+               durability: str = "faithful", session_lock: bool = False) -> FractalRuntime:
         """``FractalSession.load(workspace)`` (always a new random session), then ``resume(id)`` if asked."""
         runtime = cls(workspace_path, included_paths,
                       FractalSession.load(resolve_workspace(workspace_path), state_dir=state_dir), agent,
-                      state_dir=state_dir, fault_hook=fault_hook)
+                      state_dir=state_dir, fault_hook=fault_hook, durability=durability,
+                      session_lock=session_lock)
         if resume_session_id is not None:
             runtime.resume(resume_session_id)
         return runtime
@@ -119,13 +130,44 @@ class FractalRuntime:
         return self.session
 
     def save(self) -> Path:
-        return self.session.save(self.workspace_path, state_dir=self.state_dir, fault_hook=self.fault_hook)
+        return self.session.save(self.workspace_path, state_dir=self.state_dir, fault_hook=self.fault_hook,
+                                 durability=self.durability)
+
+    @contextlib.contextmanager
+    def _submit_lock(self) -> Iterator[None]:
+        """``session_lock=True``: exclusive flock on ``<id>.json.lock``, then reload the stored session (if any)
+        so this submit appends to what other processes saved. Faithful default: no lock (FRA-17)."""
+        if not self.session_lock:
+            yield
+            return
+        import fcntl
+
+        path = self.session_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_name(path.name + ".lock"), "a+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                if path.exists():
+                    self.session = FractalSession.load(self.workspace_path, session_id=self.session.session_id,
+                                                       state_dir=self.state_dir)
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     # -- submit (spec 3.3) ---------------------------------------------------------------------------------
     async def submit(self, user_message: str, *, on_pending: Callable[[], Any] | None = None,
                      on_runtime_event: Callable[[Any], Any] | None = None,
                      on_iteration_event: Callable[[IterationEvent], Any] | None = None,
                      interrupt_requested: Callable[[], bool] | None = None) -> AgentResult:
+        with self._submit_lock():
+            return await self._submit(user_message, on_pending=on_pending, on_runtime_event=on_runtime_event,
+                                      on_iteration_event=on_iteration_event,
+                                      interrupt_requested=interrupt_requested)
+
+    async def _submit(self, user_message: str, *, on_pending: Callable[[], Any] | None = None,
+                      on_runtime_event: Callable[[Any], Any] | None = None,
+                      on_iteration_event: Callable[[IterationEvent], Any] | None = None,
+                      interrupt_requested: Callable[[], bool] | None = None) -> AgentResult:
         tracker = RuntimeEventTracker()
         self.last_tracker = tracker  # inspection only: tracker.files_modified is never persisted (FRA-05)
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .durable import DURABILITY_MODES, write_file
 from .models import (
     EMPTY_SUMMARY_TEXT,
     MAX_HISTORY_TURNS,
@@ -221,17 +222,20 @@ class FractalSession:
         return session_path(workspace, self.state.session_id, state_dir)
 
     def save(self, workspace: str | os.PathLike[str], *, state_dir: Path | str | None = None,
-             fault_hook: FaultHook | None = None) -> Path:
+             fault_hook: FaultHook | None = None, durability: str = "faithful") -> Path:
         """Trim, then overwrite ``<id>.json`` in place (same inode; no temp file, fsync or lock: FRA-17).
 
-        ``fault_hook("fractal.session.save")`` is called immediately before the write."""
+        ``fault_hook("fractal.session.save")`` is called immediately before the write (see
+        :mod:`fractal_sim.durable`). ``durability="atomic"`` is the hardened option (temp file in the same
+        folder, fsync, ``os.replace``, fsync of the folder; REL-02): a crash mid-save leaves the previous file."""
+        if durability not in DURABILITY_MODES:
+            raise ValueError(f"durability must be one of {DURABILITY_MODES}, got {durability!r}")
         self._trim_history()
         path = self.path(workspace, state_dir)
         path.parent.mkdir(parents=True, exist_ok=True)
         text = serialize_state(self.state)
-        if fault_hook is not None:
-            fault_hook(SAVE_STEP)
-        path.write_text(text, encoding="utf-8")
+        write_file(path, text.encode("utf-8"), step=SAVE_STEP, hook=fault_hook,
+                   mode="overwrite" if durability == "faithful" else "atomic")
         return path
 
     @classmethod
