@@ -26,6 +26,12 @@ Loader (``load_locomo``) mapping choices, all deliberate and counted rather than
 - Duplicate ``sample_id`` across the loaded files, duplicate ``dia_id`` within a conversation, a missing path,
   non-JSON, a wrong shape, or a conversation without turns: ``LocomoDataError``, one line naming the file.
 
+Rendering (``render_turn``): the one turn format every baseline delivers and indexes, one line per turn:
+``[D1:3] 1:56 pm on 8 May, 2023 | Caroline: text [photo: a photo of ...]``. The dia_id tag makes the provenance
+readable in the text; the session date-time sits on every line so a retrieved turn keeps its date; the caption
+is appended because LoCoMo questions are asked about shared photos. ``dates=False`` drops the date (used to
+measure what temporal questions lose without it).
+
 Path resolution (``resolve_locomo_path``): the explicit ``--data`` path, else ``$MEMSIM_LOCOMO_DATA``, else
 ``../shared/data/locomo`` relative to the working directory, else the same folder next to this checkout
 (``<repo>/../shared/data/locomo``). An explicit or environment path that does not exist is an error, never a
@@ -112,6 +118,10 @@ class Conversation(BaseModel):
         """``dia_id`` -> turn, for every turn."""
         return {t.dia_id: t for t in self.turns()}
 
+    def session_dates(self) -> dict[int, str]:
+        """Session index -> its date-time text."""
+        return {s.index: s.date_time for s in self.sessions}
+
     def quirk_counts(self) -> dict[str, int]:
         """How many evidence ids were invalid or normalised, and how many probes have no valid evidence."""
         return {
@@ -131,6 +141,18 @@ class Conversation(BaseModel):
         if max_probes is not None:
             probes = probes[:max_probes]
         return self.model_copy(update={"sessions": sessions, "probes": probes})
+
+
+def render_turn(turn: Turn, date_time: str | None, *, dates: bool = True) -> str:
+    """One turn as a line of delivered text (see the module docstring for the format)."""
+    when = f"{date_time} | " if dates and date_time else ""
+    photo = f" [photo: {turn.caption}]" if turn.caption else ""
+    return f"[{turn.dia_id}] {when}{turn.speaker}: {turn.text}{photo}"
+
+
+def render_turns(turns: list[Turn], dates_by_session: dict[int, str], *, dates: bool = True) -> str:
+    """Turns as delivered text, one ``render_turn`` line each, in the order given."""
+    return "\n".join(render_turn(t, dates_by_session.get(t.session), dates=dates) for t in turns)
 
 
 def _err(path: Path | str, problem: str) -> LocomoDataError:

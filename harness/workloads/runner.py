@@ -1,0 +1,109 @@
+"""Run arms over one LoCoMo conversation and collect per-probe records (used by the benchmark and the claims).
+
+For each arm: build it with a fresh ``ArmContext`` (its own work directory), time ``ingest`` over the whole
+conversation, read ``stored()`` once, then time one ``deliver`` per probe and turn every delivered row into a
+``metrics.probe_record``. An arm that cannot be built is reported ``unavailable``; an arm that raises while
+ingesting or delivering is reported ``error`` with a one-line message, and its partial records are dropped (so a
+half-run arm never enters an average). Either way the other arms go on. With an ``answerer`` (``--lm``), each
+delivered row's text is answered and scored; without it no answer field exists.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.workloads.arms import ArmUnavailable, build_arm
+from harness.workloads.base import ArmContext, Delivery
+from harness.workloads.locomo import Conversation, Probe
+from harness.workloads.metrics import TokenCounter, probe_record, token_counter
+
+Track = Callable[..., Iterable[Any]]
+Answerer = Callable[[Probe, str], dict[str, Any]]
+EXAMPLE_CHARS = 1500
+
+
+def _no_track(it: Iterable[Any], description: str = "", total: int | None = None) -> Iterable[Any]:
+    return it
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
+
+
+def _example(probe: Probe, d: Delivery) -> dict[str, Any]:
+    text = d.text if len(d.text) <= EXAMPLE_CHARS else (d.text[:EXAMPLE_CHARS // 2] + "\n[...]\n"
+                                                          + d.text[-EXAMPLE_CHARS // 2:])
+    return {"probe": probe.index, "question": probe.question, "evidence": probe.evidence,
+            "delivered_ids": sorted(d.dia_ids), "chars": len(d.text), "text_excerpt": text}
+
+
+def run_conversation(conv: Conversation, arm_names: Sequence[str], workdir: Path, *,
+                     k_values: tuple[int, ...] = (4, 8), others: tuple[Conversation, ...] = (), lm: str | None = None,
+                     quick: bool = False, seed: int = 0, track: Track | None = None,
+                     answerer: Answerer | None = None, counter: TokenCounter | None = None,
+                     echo: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """All arms over one conversation; returns a JSON-serialisable result with ``arms`` and ``records``."""
+    track = track or _no_track
+    counter = counter or token_counter()
+    turns = conv.turns()
+    out: dict[str, Any] = {
+        "conversation": conv.sample_id, "source": conv.source, "n_turns": len(turns),
+        "n_sessions": len(conv.sessions), "n_probes": len(conv.probes),
+        "categories": {str(c): sum(1 for p in conv.probes if p.category == c) for c in range(1, 6)},
+        "quirks": conv.quirk_counts(), "arms": {}, "records": [], "examples": {},
+    }
+    for name in arm_names:
+        info: dict[str, Any] = {"status": "ok"}
+        out["arms"][name] = info
+        ctx = ArmContext(workdir=workdir / conv.sample_id / name, k_values=k_values, seed=seed, others=others,
+                         lm=lm, quick=quick)
+        ctx.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            arm = build_arm(name, ctx)
+        except ArmUnavailable as exc:
+            info.update(status="unavailable", message=str(exc))
+            if echo:
+                echo(f"{conv.sample_id}: {exc}")
+            continue
+        records: list[dict[str, Any]] = []
+        examples: dict[str, Any] = {}
+        try:
+            info["rows"] = list(arm.rows)
+            t0 = time.perf_counter()
+            arm.ingest(conv)
+            info["ingest_ms"] = (time.perf_counter() - t0) * 1000
+            info["ingest_ms_per_turn"] = info["ingest_ms"] / max(1, len(turns))
+            stored = arm.stored()
+            info["stored_turns"] = len(stored)
+            for probe in track(conv.probes, description=f"{conv.sample_id} {name}", total=len(conv.probes)):
+                t0 = time.perf_counter()
+                got = arm.deliver(probe)
+                lat = (time.perf_counter() - t0) * 1000
+                missing = [r for r in arm.rows if r not in got]
+                if missing:
+                    raise RuntimeError(f"deliver() returned no row {', '.join(missing)}")
+                for row in arm.rows:
+                    d = got[row]
+                    rec = probe_record(conv.sample_id, probe, row, d, stored, lat, counter)
+                    rec["meta"] = {k: v for k, v in d.meta.items() if k not in ("scores",)}
+                    if answerer is not None:
+                        rec.update(answerer(probe, d.text))
+                    records.append(rec)
+                    if row not in examples and probe.evidence and probe.category != 5:
+                        examples[row] = _example(probe, d)
+        except Exception as exc:
+            info.update(status="error", message=_one_line(exc))
+            if echo:
+                echo(f"{conv.sample_id}: arm {name!r} failed: {info['message']}")
+            records, examples = [], {}
+        finally:
+            try:
+                arm.close()
+            except Exception as exc:  # a failing close is reported beside the arm, the records stand
+                info["close_error"] = _one_line(exc)
+        out["records"] += records
+        out["examples"].update(examples)
+    return out
