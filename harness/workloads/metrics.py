@@ -178,6 +178,7 @@ def summarize_group(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if any("f1" in r for r in records):
         out["f1"] = _mean(r.get("f1") for r in records)
         out["n_answered"] = sum(1 for r in records if r.get("f1") is not None)
+        out["n_answer_errors"] = sum(1 for r in records if "answer_error" in r)
     return out
 
 
