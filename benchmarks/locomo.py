@@ -1,0 +1,287 @@
+"""LoCoMo cross-design benchmark: the same real conversations through every arm, delivered vs stored, tokens, time.
+
+``memsim bench locomo`` loads the conversations (``harness.workloads.locomo``), runs each selected arm over each
+conversation (``harness.workloads.runner``), and writes:
+
+- ``<out>/locomo/<sample_id>.json`` as soon as that conversation finishes (atomic replace; fault-hook step
+  ``locomo.conversation.write``), so an interrupted run keeps every finished conversation;
+- ``<out>/locomo.{json,md,png}``: per delivered row the headline (categories 1-4) and per-category metrics, arm
+  status (an unavailable or failing arm is listed with its reason), data quirks counted, peak memory, wall time;
+  the figure is recall versus delivered tokens (one point per row, log x) and per-category recall bars.
+
+``--quick`` runs one conversation cut to its first sessions and a few probes (about a minute). The arms and the
+metrics are documented in their modules; nothing here depends on which conversations are loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import (
+    _jsonable,
+    machine_description,
+    md_table,
+    meta_block,
+    set_torch_threads,
+    write_results,
+)
+from harness.workloads.arms import SPECS, parse_arms
+from harness.workloads.locomo import (
+    CATEGORY_NAMES,
+    Conversation,
+    load_locomo,
+    resolve_locomo_path,
+    select_conversations,
+)
+from harness.workloads.metrics import HEADLINE_CATEGORIES, summarize
+from harness.workloads.runner import run_conversation
+
+NAME = "locomo"
+QUICK_SESSIONS = 3
+QUICK_PROBES = 6
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process and its waited-for children, in MiB (Linux reports KiB)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, kids) / 1024
+
+
+def quick_slice(conv: Conversation) -> Conversation:
+    """The first ``QUICK_SESSIONS`` sessions and up to ``QUICK_PROBES`` probes answerable from them, one per
+    category first (so the quick run still shows every category it can)."""
+    small = conv.sliced(max_sessions=QUICK_SESSIONS)
+    picked, seen = [], set()
+    for p in small.probes:
+        if p.category not in seen:
+            picked.append(p)
+            seen.add(p.category)
+    for p in small.probes:
+        if len(picked) >= QUICK_PROBES:
+            break
+        if p not in picked:
+            picked.append(p)
+    picked = sorted(picked[:QUICK_PROBES], key=lambda p: p.index)
+    return small.model_copy(update={"probes": picked})
+
+
+def _write_atomic(path: Path, payload: dict[str, Any], fault_hook: Callable[[str], None] | None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(_jsonable(payload), fh, ensure_ascii=False)
+            fh.write("\n")
+        os.chmod(tmp, 0o644)
+        if fault_hook:
+            fault_hook("locomo.conversation.write")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _row_arm(results: list[dict[str, Any]]) -> dict[str, str]:
+    return {row: arm for res in results for arm, info in res["arms"].items() for row in info.get("rows", [])}
+
+
+def aggregate(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pool the per-conversation results: per-row summaries, ingest ms per turn, arm status, quirks."""
+    records = [r for res in results for r in res["records"]]
+    row_arm = _row_arm(results)
+    ingest: dict[str, float] = {}
+    for arm in {a for res in results for a in res["arms"]}:
+        ok = [res for res in results if res["arms"][arm]["status"] == "ok"]
+        ms = sum(res["arms"][arm]["ingest_ms"] for res in ok)
+        turns = sum(res["n_turns"] for res in ok)
+        for row, a in row_arm.items():
+            if a == arm and turns:
+                ingest[row] = ms / turns
+    rows = summarize(records, ingest)
+    for row, s in rows.items():
+        s["arm"] = row_arm.get(row)
+    status = {arm: {res["conversation"]: {k: v for k, v in res["arms"][arm].items() if k in ("status", "message")}
+                    for res in results if arm in res["arms"]}
+              for arm in dict.fromkeys(a for res in results for a in res["arms"])}
+    quirks = {res["conversation"]: res["quirks"] for res in results}
+    return {"rows": rows, "arm_status": status, "quirks": quirks}
+
+
+def _order(rows: dict[str, Any]) -> list[str]:
+    arm_rank = {a: i for i, a in enumerate(SPECS)}
+    return sorted(rows, key=lambda r: (arm_rank.get(rows[r].get("arm") or "", 99), r))
+
+
+def _f(v: Any, fmt: str = ".3f") -> str:
+    return "n/a" if v is None else format(v, fmt)
+
+
+def markdown(payload: dict[str, Any]) -> str:
+    agg = payload["aggregate"]
+    rows = agg["rows"]
+    order = _order(rows)
+    lm = payload["config"]["lm"]
+    convs = payload["conversations"]
+    n_turns = sum(c["n_turns"] for c in convs)
+    n_probes = sum(c["n_probes"] for c in convs)
+    out = [f"# LoCoMo: delivered vs stored across designs ({len(convs)} conversation(s), {n_turns} turns, "
+           f"{n_probes} probes)", ""]
+    out.append("Every arm ingests the same conversation in order and is then asked every probe. *Recall* is the "
+               "share of a probe's evidence turns whose content is in the delivered text; *stored* the share "
+               "the arm keeps anywhere in its memory. Headline = categories 1-4 (category 5 is adversarial). "
+               "Tokens: MiniLM WordPiece of the delivered text (chars/4 beside it). *Answer tokens present*: share "
+               "of the gold answer's normalised tokens found in the delivered text (a lexical ceiling, not an "
+               "accuracy)." + ("" if lm else " No `--lm` was given: there are no answer scores."))
+    out.append("")
+    head = ["row", "arm", "recall", "all-evidence", "stored recall", "tokens/probe", "chars/4", "turns/probe",
+            "answer tokens present", "ingest ms/turn", "probe ms p50", "probe ms p95"]
+    if lm:
+        head.append("answer F1")
+    table = []
+    for r in order:
+        h = rows[r]["headline"]
+        line = [r, rows[r]["arm"], h["evidence_recall"], h["all_evidence_rate"], h["stored_recall"],
+                _f(h["tokens_mean"], ".0f"), _f(h["chars4_mean"], ".0f"), _f(h["delivered_turns"], ".1f"),
+                h["answer_present"], _f(rows[r]["ingest_ms_per_turn"], ".2f"), _f(h["latency_ms_median"], ".2f"),
+                _f(h["latency_ms_p95"], ".2f")]
+        if lm:
+            line.append(h.get("f1"))
+        table.append(line)
+    out += ["## Headline (categories 1-4)", "", md_table(head, table), ""]
+    cats = sorted({int(c) for r in rows.values() for c in r["by_category"]})
+    ctable = [[r] + [rows[r]["by_category"].get(str(c), {}).get("evidence_recall") for c in cats] for r in order]
+    out += ["## Evidence recall per category", "",
+            md_table(["row"] + [f"{c} {CATEGORY_NAMES.get(c, '')} (n={_n(rows, c)})" for c in cats], ctable), ""]
+    atable = [[r] + [rows[r]["by_category"].get(str(c), {}).get("answer_present") for c in cats] for r in order]
+    out += ["## Answer tokens present per category", "",
+            md_table(["row"] + [f"{c} {CATEGORY_NAMES.get(c, '')}" for c in cats], atable), ""]
+    if lm:
+        ftable = [[r] + [rows[r]["by_category"].get(str(c), {}).get("f1") for c in cats] for r in order]
+        out += [f"## Answer F1 per category (`--lm {lm}`)", "",
+                md_table(["row"] + [f"{c} {CATEGORY_NAMES.get(c, '')}" for c in cats], ftable), ""]
+    out += ["![recall vs tokens](locomo.png)", ""]
+    bad = [(a, c, s["status"], s.get("message", "")) for a, per in agg["arm_status"].items()
+           for c, s in per.items() if s["status"] != "ok"]
+    if bad:
+        out += ["## Arms not measured", "", md_table(["arm", "conversation", "status", "reason"], bad), ""]
+    q = agg["quirks"]
+    out += ["## Data", "", md_table(["conversation", "turns", "sessions", "probes", "cat 1/2/3/4/5",
+                                     "invalid evidence ids", "normalised ids", "probes without evidence"],
+                                    [[c["conversation"], c["n_turns"], c["n_sessions"], c["n_probes"],
+                                      "/".join(str(c["categories"][str(k)]) for k in range(1, 6)),
+                                      q[c["conversation"]]["invalid_evidence"],
+                                      q[c["conversation"]]["normalised_evidence"],
+                                      q[c["conversation"]]["probes_without_evidence"]] for c in convs]), ""]
+    out.append(f"Peak memory {payload['peak_rss_mb']:.0f} MiB. {meta_block(payload['meta'])}")
+    return "\n".join(out)
+
+
+def _n(rows: dict[str, Any], c: int) -> int:
+    return max((r["by_category"].get(str(c), {}).get("n_scored", 0) for r in rows.values()), default=0)
+
+
+def figure(payload: dict[str, Any]) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = payload["aggregate"]["rows"]
+    order = [r for r in _order(rows) if rows[r]["headline"]["evidence_recall"] is not None]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [1, 1.3]})
+    kinds = {"baseline": ("tab:gray", "o"), "design": ("tab:red", "s")}
+    for r in order:
+        h = rows[r]["headline"]
+        kind = SPECS[rows[r]["arm"]].kind if rows[r]["arm"] in SPECS else "design"
+        color, marker = kinds[kind]
+        x = max(1.0, h["tokens_mean"] or 1.0)
+        ax1.scatter([x], [h["evidence_recall"]], c=color, marker=marker, s=50)
+        ax1.annotate(r, (x, h["evidence_recall"]), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    ax1.set_xscale("log")
+    ax1.set_xlabel("delivered tokens per probe (MiniLM WordPiece, log)")
+    ax1.set_ylabel("evidence recall of delivered text (categories 1-4)")
+    ax1.set_ylim(-0.03, 1.05)
+    ax1.set_title("recall vs tokens (grey: baselines, red: designs)")
+    ax1.grid(alpha=0.3)
+    cats = [c for c in (1, 2, 3, 4, 5) if any(str(c) in rows[r]["by_category"] for r in order)]
+    width = 0.8 / max(1, len(cats))
+    import numpy as np
+
+    xs = np.arange(len(order))
+    for i, c in enumerate(cats):
+        vals = [rows[r]["by_category"].get(str(c), {}).get("evidence_recall") or 0.0 for r in order]
+        ax2.bar(xs + (i - (len(cats) - 1) / 2) * width, vals, width, label=f"{c} {CATEGORY_NAMES.get(c, '')}")
+    ax2.set_xticks(xs, order, rotation=60, ha="right", fontsize=8)
+    ax2.set_ylabel("evidence recall")
+    ax2.set_ylim(0, 1.05)
+    ax2.set_title("evidence recall per LoCoMo category")
+    ax2.legend(fontsize=8, ncols=len(cats))
+    ax2.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None = None,
+        conversations: list[str] | None = None, arms: str | None = None, k_values: tuple[int, ...] = (4, 8),
+        lm: str | None = None, lm_base: str | None = None, track: Callable[..., Any] | None = None,
+        echo: Callable[[str], None] | None = None, tmp_dir: Path | None = None,
+        fault_hook: Callable[[str], None] | None = None) -> list[Path]:
+    """Run the LoCoMo benchmark and write ``locomo.{json,md,png}`` (plus per-conversation files) to ``out_dir``."""
+    set_torch_threads(1)
+    t_start = time.perf_counter()
+    if not k_values or min(k_values) < 1:
+        raise ValueError(f"--k values must be positive, got {list(k_values)}")
+    names = parse_arms(arms, quick)
+    src = resolve_locomo_path(data)
+    loaded = load_locomo(src)
+    chosen = select_conversations(loaded, conversations)
+    if quick:
+        chosen = [quick_slice(chosen[0])]
+    answerer = None
+    if lm:
+        from harness.workloads.answer import Answerer
+
+        answerer = Answerer(lm, **({"api_base": lm_base} if lm_base else {}))
+    conv_dir = out_dir / NAME
+    paths: list[Path] = []
+    results: list[dict[str, Any]] = []
+    work_root = Path(tempfile.mkdtemp(prefix="memsim-locomo-", dir=tmp_dir))
+    for conv in chosen:
+        others = tuple(c for c in loaded if c.sample_id != conv.sample_id)
+        res = run_conversation(conv, names, work_root, k_values=tuple(k_values), others=others, lm=lm,
+                               quick=quick, seed=seed, track=track, answerer=answerer, echo=echo)
+        res["summary"] = summarize(res["records"], {row: info["ingest_ms_per_turn"] for info in res["arms"].values()
+                                                    if info["status"] == "ok" for row in info["rows"]})
+        p = conv_dir / f"{conv.sample_id}.json"
+        _write_atomic(p, res, fault_hook)
+        paths.append(p)
+        results.append(res)
+    import shutil
+
+    shutil.rmtree(work_root, ignore_errors=True)
+    agg = aggregate(results)
+    payload = {
+        "name": NAME,
+        "config": {"data": str(src), "conversations": [c.sample_id for c in chosen], "arms": names,
+                   "k": list(k_values), "quick": quick, "lm": lm, "seed": seed,
+                   "headline_categories": list(HEADLINE_CATEGORIES)},
+        "conversations": [{k: res[k] for k in ("conversation", "n_turns", "n_sessions", "n_probes", "categories",
+                                               "quirks", "arms")} for res in results],
+        "aggregate": agg,
+        "examples": results[0]["examples"] if results else {},
+        "peak_rss_mb": _peak_rss_mb(),
+        "meta": {"machine": machine_description(), "seeds": {"seed": seed}, "quick": quick,
+                 "wall_s": time.perf_counter() - t_start},
+    }
+    payload["wall_s"] = payload["meta"]["wall_s"]
+    fig = figure(payload) if agg["rows"] else None
+    paths = write_results(out_dir, NAME, payload, markdown(payload), fig) + paths
+    return paths
