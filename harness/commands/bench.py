@@ -85,3 +85,32 @@ def cost(
     from benchmarks import cost as mod
 
     _run(mod.run, out, quick, progress, seed=seed, echo=console.print)
+
+@app.command()
+def locomo(
+    data: Annotated[Path | None, typer.Option("--data", help="LoCoMo file or folder, either layout (default: "
+                                                             "$MEMSIM_LOCOMO_DATA or ../shared/data/locomo).")] = None,
+    conversation: Annotated[list[str] | None, typer.Option(
+        "--conversation", help="Sample id to run (repeatable, e.g. conv-26); default all loaded.")] = None,
+    arms: Annotated[str | None, typer.Option(
+        "--arms", help="Comma-separated arms (full,last20,bm25,mean,hybrid,oracle,oracle-nodate,fractal,np-pooler,"
+                       "np-mean,pm,tortoise) or all/baselines/designs; default all.")] = None,
+    k: Annotated[list[int] | None, typer.Option("--k", min=1, help="Top-K of ranked arms (repeatable; default 4 "
+                                                                   "and 8).")] = None,
+    quick: QuickOpt = False,
+    lm: Annotated[str | None, typer.Option("--lm", help="dspy LM string: answer every probe from the delivered "
+                                                        "text and score LoCoMo token F1 (no answer scores "
+                                                        "without it).")] = None,
+    lm_base: Annotated[str | None, typer.Option("--lm-base", help="api_base for --lm (an OpenAI-compatible "
+                                                                  "server).")] = None,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    progress: ProgressOpt = True,
+) -> None:
+    """Real LoCoMo conversations through Fractal, AgentFly NP/PM, Tortoise and baselines: per arm what is stored,
+    what is delivered for each question (evidence recall), at how many tokens and how much time."""
+    from benchmarks import locomo as mod
+
+    _run(mod.run, out, quick, progress, seed=seed, data=data, conversations=conversation, arms=arms,
+         k_values=tuple(k or (4, 8)), lm=lm, lm_base=lm_base, echo=console.print)
+
