@@ -86,6 +86,7 @@ def cost(
 
     _run(mod.run, out, quick, progress, seed=seed, echo=console.print)
 
+
 @app.command()
 def locomo(
     data: Annotated[Path | None, typer.Option("--data", help="LoCoMo file or folder, either layout (default: "
