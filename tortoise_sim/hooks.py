@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from .digest import render_digest, session_context
@@ -14,7 +15,7 @@ from .store import TortoiseStore
 from .volunteer import run_volunteer_pipeline
 
 __all__ = ["hook_volunteer_turn", "hook_session_start", "hook_session_end", "extract_prompt", "format_hook_output",
-           "PROMPT_CAP", "HOOK_HARNESSES"]
+           "transcript_turns", "PROMPT_CAP", "HOOK_HARNESSES"]
 
 PROMPT_CAP = 15000
 HOOK_HARNESSES = ("claude", "codex", "devin", "cline")
@@ -102,3 +103,26 @@ def hook_session_end(capture: Callable[..., dict[str, Any]], turns: list[dict[st
                            "extracted": res.get("extracted"), "ok": res.get("ok")}) + "\n", 0
     except Exception:
         return "", 0
+
+
+def transcript_turns(hook: dict[str, Any]) -> list[dict[str, str]]:
+    """Turns from a session-end hook payload: ``turns`` as given, else the text parts of a Claude Code style
+    JSONL transcript at ``transcript_path`` (lines ``{"message": {"role", "content": str | [parts]}}``)."""
+    if isinstance(hook.get("turns"), list):
+        return [{"role": str(t.get("role")), "content": str(t.get("content") or "")} for t in hook["turns"]
+                if isinstance(t, dict)]
+    path = hook.get("transcript_path")
+    if not isinstance(path, str):
+        return []
+    turns = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            msg = json.loads(line).get("message") or {}
+        except (ValueError, AttributeError):
+            continue
+        role, content = msg.get("role"), msg.get("content")
+        if isinstance(content, list):
+            content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        if role in ("user", "assistant") and isinstance(content, str) and content.strip():
+            turns.append({"role": role, "content": content})
+    return turns

@@ -9,7 +9,8 @@ Public API used by the other modules (and by part 2, ``ep.py`` / ``dream.py``) -
 
 Infrastructure
 - ``TortoiseStore(path=None, *, config=SimConfig(), encoder=None, clock=None, seed=0, faults=None)``
-  (``seed=None`` = non-deterministic ids, used by the CLI)
+  (``seed=None`` = non-deterministic ids, used by the CLI); ``read_only=True`` opens an on-disk store read-only (no migration, no
+  write lock; used by the hook read paths)
 - ``.cfg`` (SimConfig), ``.faults`` (FaultHooks), ``.rng`` (random.Random), ``.clock()`` (aware UTC datetime)
 - ``.now() -> str`` ISO-8601 microseconds ``+00:00``; ``.new_id() -> str`` (``<epoch_ms:012x>-<12 hex>``)
 - ``.query(cypher, params=None) -> list[dict]``; ``.execute(cypher, params=None) -> None``
@@ -213,6 +214,7 @@ class TortoiseStore:
         faults: FaultHooks | None = None,
         buffer_pool_size: int | None = None,
         max_db_size: int = 1 << 32,
+        read_only: bool = False,
     ) -> None:
         self.cfg = config or SimConfig()
         self.path = Path(path) if path is not None else None
@@ -223,8 +225,11 @@ class TortoiseStore:
             buffer_pool_size = (1 << 30) if self.path is not None else 128 * 1024 * 1024
         sizes = {"buffer_pool_size": buffer_pool_size, "max_db_size": max_db_size}
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = kuzu.Database(str(self.path), **sizes)
+            if read_only:  # read paths (hooks): no schema migration, no write lock, shares the file with readers
+                self.db = kuzu.Database(str(self.path), read_only=True, **sizes)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.db = kuzu.Database(str(self.path), **sizes)
         else:
             self.db = kuzu.Database(":memory:", **sizes)
         self.write_seq = 0  # see _CountingConnection
@@ -249,7 +254,9 @@ class TortoiseStore:
         self.confidence_hook: Callable[[TortoiseStore, str], dict] | None = None
         self._tx_depth = 0
         self._pending: list[Callable[[], None]] = []
-        self.migrate()
+        self.read_only = bool(read_only and self.path is not None)
+        if not self.read_only:
+            self.migrate()
 
     # ------------------------------------------------------------------ infrastructure
     def close(self) -> None:

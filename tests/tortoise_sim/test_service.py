@@ -1,0 +1,259 @@
+"""Resident Tortoise service and the stdlib hook client (issue 12 item 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from tortoise_sim.hook_client import (
+    PROTOCOL_VERSION,
+    ServiceError,
+    call,
+    pid_path_for,
+    socket_path_for,
+)
+from tortoise_sim.service import ServiceStartError, TortoiseService, clear_stale, probe
+
+PY = sys.executable
+HEAVY = ("torch", "kuzu", "dspy", "pydantic", "numpy", "typer", "rich", "transformers", "sentence_transformers",
+         "sklearn", "scipy", "tortoise_sim.store")
+PROMPT = json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit",
+                     "prompt": "What did we decide about the simulator store?"})
+FACTS = ("Use Kuzu for the simulator store.", "The release train ships every Tuesday.",
+         "Postgres was rejected for the embedded cache.")
+
+
+@pytest.fixture
+def short_dir():
+    d = tempfile.mkdtemp(prefix="mst", dir="/tmp")  # AF_UNIX paths are limited to ~107 bytes
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("MEMSIM_TORTOISE_SOCKET", None)
+    env.update(extra)
+    return env
+
+
+def _hook(args: list[str], stdin: str | bytes = PROMPT, **env: str) -> subprocess.CompletedProcess:
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    return subprocess.run([PY, "-m", "tortoise_sim.hook_client", *args], input=data, capture_output=True,
+                          env=_env(**env), timeout=120)
+
+
+def _fill(path: Path, encoder) -> list[str]:
+    from tortoise_sim import Tortoise
+
+    t = Tortoise(path, encoder=encoder, seed=None)
+    ids = []
+    for c in FACTS:
+        row = t.create_point("decision", c, credibility="gold")
+        t.update_point(row["id"], status="live")
+        ids.append(row["id"])
+    t.close()
+    return ids
+
+
+class _Running:
+    def __init__(self, svc: TortoiseService) -> None:
+        self.svc = svc
+        self.thread = threading.Thread(target=svc.serve_forever, daemon=True)
+
+    def __enter__(self) -> TortoiseService:
+        self.svc.start()
+        self.thread.start()
+        return self.svc
+
+    def __exit__(self, *exc: object) -> None:
+        self.svc.request_shutdown()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+def test_client_imports_stdlib_only():
+    code = ("import sys, os\n"
+            "import tortoise_sim.hook_client, harness.entry\n"
+            f"heavy = {HEAVY!r}\n"
+            "print(json.dumps(sorted(m for m in heavy if m in sys.modules)) if (json := __import__('json')) else '')\n")
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == []
+    # the `memsim` console entry on a hook command: no typer/rich/torch... before the hook's own work
+    code = ("import sys, os, json\n"
+            "sys.argv = ['memsim', 'tortoise', 'hook-volunteer', '--bogus']\n"
+            "real = os._exit\n"
+            f"heavy = {HEAVY!r}\n"
+            "def ex(c):\n"
+            "    sys.stdout.write('MODS ' + json.dumps(sorted(m for m in heavy if m in sys.modules)))\n"
+            "    sys.stdout.flush(); real(c)\n"
+            "os._exit = ex\n"
+            "import harness.entry\n"
+            "harness.entry.main()\n")
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("MODS "), (out.stdout, out.stderr)
+    assert json.loads(out.stdout[5:]) == []
+
+
+def test_hook_exits_zero_with_empty_stdout_on_any_error(short_dir):
+    db = str(short_dir / "none.kuzu")
+    cases = [
+        (["hook-volunteer", "--bogus"], PROMPT),
+        (["hook-volunteer", "--db"], PROMPT),
+        (["hook-volunteer", "--harness", "claude", "--db", db, "extra-arg"], PROMPT),
+        (["hook-nope"], PROMPT),
+        ([], PROMPT),
+        (["hook-volunteer", "--db", db], b"\xff\xfe\x00garbage{"),
+        (["hook-volunteer", "--db", db], PROMPT),  # no store: nothing, and nothing created
+        (["hook-session-start", "--db", db, "--harness", "x"], ""),
+        (["hook-session-end", "--db", db], "not json"),
+    ]
+    for args, stdin in cases:
+        r = _hook(args, stdin)
+        assert r.returncode == 0 and r.stdout == b"", (args, r.stdout, r.stderr)
+    assert not Path(db).exists()
+    r = subprocess.run([str(Path(PY).parent / "memsim"), "tortoise", "hook-volunteer", "--unknown", "x"],
+                       input=PROMPT.encode(), capture_output=True, env=_env(), timeout=60)
+    assert r.returncode == 0 and r.stdout == b"" and b"unknown option" in r.stderr
+
+
+def test_protocol_round_trip(short_dir):
+    sock = str(short_dir / "s.sock")
+    svc = TortoiseService(short_dir / "db.kuzu", sock, embedder="hashing")
+    with _Running(svc):
+        assert call(sock, "ping")["pong"] is True
+        st = call(sock, "status")
+        assert st["pid"] == os.getpid() and st["protocol"] == PROTOCOL_VERSION and st["errors"] == 0
+        row = call(sock, "diary_write", {"agent": "ann", "entry": "shipped the parser", "topic": "work"})
+        assert "embedding" not in row and row["content"]
+        rows = call(sock, "diary_read", {"agent": "ann"})
+        assert [r["id"] for r in rows] == [row["id"]]
+        res = call(sock, "capture", {"conversation": [{"role": "user", "content": "decision: pin kuzu to 0.11"}],
+                                     "session_id": "s1"})
+        assert res["session_id"] == "s1"
+        with pytest.raises(ServiceError) as e:
+            call(sock, "volunteer", {"window": []})
+        assert e.value.code == "EMPTY_WINDOW"
+        with pytest.raises(ServiceError, match="unknown op"):
+            call(sock, "drop_everything")
+        with pytest.raises(ServiceError, match="bad arguments"):
+            call(sock, "diary_read", {"nope": 1})
+        # raw socket: wrong version and a malformed line are answered with errors, the service keeps serving
+        for raw in (json.dumps({"v": 99, "op": "ping"}).encode() + b"\n", b"{not json\n"):
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(sock)
+                s.sendall(raw)
+                resp = json.loads(s.makefile("rb").readline())
+            assert resp["v"] == PROTOCOL_VERSION and resp["ok"] is False
+            assert resp["error"]["type"] == "ProtocolError"
+        assert call(sock, "status")["errors"] == 5
+        assert Path(pid_path_for(sock)).exists()
+        with pytest.raises(ServiceStartError, match="already serves"):
+            clear_stale(sock)
+    assert not Path(sock).exists() and not Path(pid_path_for(sock)).exists()
+    assert call(sock, "ping") is None  # no service: the caller may fall back
+
+
+def test_socket_path_is_derived_from_db(short_dir, monkeypatch):
+    monkeypatch.delenv("MEMSIM_TORTOISE_SOCKET", raising=False)
+    a = socket_path_for(str(short_dir / "a.kuzu"))
+    assert a == socket_path_for(str(short_dir / "." / "a.kuzu")) != socket_path_for(str(short_dir / "b.kuzu"))
+    assert len(socket_path_for("/" + "x" * 300)) < 108
+    monkeypatch.setenv("MEMSIM_TORTOISE_SOCKET", "/tmp/explicit.sock")
+    assert socket_path_for(str(short_dir / "a.kuzu")) == "/tmp/explicit.sock"
+    assert socket_path_for(None, "/tmp/flag.sock") == "/tmp/flag.sock"
+
+
+def test_stale_socket_is_cleared_and_hook_falls_back(short_dir):
+    sock = str(short_dir / "s.sock")
+    # a crashed service: socket file left (nobody listening) and a pid file naming a dead process
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(sock)
+    s.close()
+    dead = subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
+    Path(pid_path_for(sock)).write_text(json.dumps({"pid": int(dead), "socket": sock}))
+    assert probe(sock)["state"] == "stale"
+    assert call(sock, "ping") is None
+    db = short_dir / "db.kuzu"
+    # the hook with the stale socket: falls back in-process (no store yet => empty output, exit 0)
+    r = _hook(["hook-volunteer", "--db", str(db), "--socket", sock])
+    assert r.returncode == 0 and r.stdout == b""
+    svc = TortoiseService(db, sock, embedder="hashing")
+    with _Running(svc):  # start clears the stale files
+        assert call(sock, "ping")["pid"] == os.getpid()
+    assert probe(sock)["state"] == "absent"
+
+
+def test_fallback_and_service_give_the_inprocess_output(short_dir):
+    from tortoise_sim.hooks import hook_volunteer_turn
+    from tortoise_sim.light_encoder import light_encoder
+    from tortoise_sim.store import TortoiseStore
+
+    db = short_dir / "db.kuzu"
+    sock = str(short_dir / "s.sock")
+    ids = _fill(db, light_encoder())
+    st = TortoiseStore(db, encoder=light_encoder(), seed=None)
+    want, _ = hook_volunteer_turn(PROMPT, "claude", store=st)
+    st.close()
+    assert f"point/{ids[0]}" in json.loads(want)["hookSpecificOutput"]["additionalContext"]
+    args = ["hook-volunteer", "--harness", "claude", "--db", str(db)]
+    cold = _hook(args, MEMSIM_TORTOISE_SOCKET=sock)
+    assert cold.returncode == 0 and cold.stdout.decode() == want
+    assert _hook(args, '{"prompt": "thanks!"}', MEMSIM_TORTOISE_SOCKET=sock).stdout == b""
+    with _Running(TortoiseService(db, sock)):
+        warm = _hook(args, MEMSIM_TORTOISE_SOCKET=sock)
+        assert warm.returncode == 0 and warm.stdout.decode() == want
+        start = _hook(["hook-session-start", "--db", str(db)], "", MEMSIM_TORTOISE_SOCKET=sock)
+        assert FACTS[0] in start.stdout.decode()
+    cold_start = _hook(["hook-session-start", "--db", str(db)], "", MEMSIM_TORTOISE_SOCKET=sock)
+    assert cold_start.stdout == start.stdout
+
+
+def test_concurrent_clients_with_a_writer(short_dir):
+    db = short_dir / "db.kuzu"
+    sock = str(short_dir / "s.sock")
+    n_writes, n_readers, per_reader = 30, 6, 15
+    errors: list[BaseException] = []
+    outs: list[str] = []
+
+    def reader() -> None:
+        try:
+            for _ in range(per_reader):
+                outs.append(call(sock, "hook_volunteer", {"stdin": PROMPT, "harness": "claude"})["stdout"])
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    def writer() -> None:
+        try:
+            for i in range(n_writes):
+                call(sock, "diary_write", {"agent": "w", "entry": f"entry {i} about the simulator store"})
+                if i % 10 == 0:
+                    call(sock, "capture", {"conversation": [{"role": "user", "content": f"decision: step {i}"}]})
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    from tortoise_sim.embed import HashingEncoder
+
+    ids = _fill(db, HashingEncoder())
+    with _Running(TortoiseService(db, sock, embedder="hashing")) as svc:
+        threads = [threading.Thread(target=reader) for _ in range(n_readers)] + [threading.Thread(target=writer)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+        assert len(outs) == n_readers * per_reader and all(f"point/{ids[0]}" in o for o in outs)
+        rows = call(sock, "diary_read", {"agent": "w", "last_n": 100})
+        assert sorted(r["content"] for r in rows) == sorted(f"entry {i} about the simulator store"
+                                                            for i in range(n_writes))
+        assert svc.op_status()["errors"] == 0

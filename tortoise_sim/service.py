@@ -1,0 +1,529 @@
+"""The resident Tortoise service: one process holds the Kuzu store, the encoder and the read caches, and is the
+single Kuzu writer; hooks and the CLI talk to it over a Unix socket (protocol: ``tortoise_sim.hook_client``).
+
+    memsim tortoise serve --db PATH [--socket PATH] [--detach]     # start (foreground unless --detach)
+    memsim tortoise serve --db PATH --status                       # JSON status, exit 1 when none answers
+    memsim tortoise serve --db PATH --stop                         # ask it to shut down and wait
+    python -m tortoise_sim.service --db PATH [--socket PATH]       # the same server without typer
+
+Why: a hook process pays interpreter start, imports, model load and Kuzu open on every prompt, and holds Kuzu's
+exclusive lock while it runs, so a second hook or a concurrent ``diary-write`` fails. The service pays all of that
+once; requests are served one at a time on the store (one lock: Kuzu connections are not shared across threads),
+so a hook never meets a lock error, and writes sent to it (capture, checkpoint, diary, session-end spool flush)
+are applied in arrival order. After each write the service brings the search and why-block caches up to date
+before it answers, so the next hook does not pay the rebuild.
+
+Encoder: :class:`tortoise_sim.light_encoder.LightMiniLM` (numpy, no torch), the same MiniLM mean-pooled vectors
+as sentence-transformers within 1e-6, also used by the hook's in-process fallback, so both paths give the same
+output. ``embedder="hashing"`` (tests) uses the simulator's hashing encoder.
+
+Start-up and crashes: the socket path comes from ``hook_client.socket_path_for`` (derived from the store path) and
+a pid file sits next to it. Before binding, a socket file that no process answers on is **stale** (a crashed
+service) and is removed with its pid file; a socket that answers means a service is already running (error). Kuzu's
+file lock dies with the process, so a crash leaves nothing that blocks the next start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socketserver
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .hook_client import (
+    MAX_MESSAGE,
+    PROTOCOL_VERSION,
+    ServiceError,
+    call,
+    default_db,
+    pid_path_for,
+    socket_path_for,
+)
+
+__all__ = ["TortoiseService", "OPS", "probe", "clear_stale", "start_detached", "stop", "session_end_apply",
+           "ServiceStartError", "rss_bytes"]
+
+OPS = ("ping", "status", "shutdown", "hook_volunteer", "hook_session_start", "hook_session_end", "volunteer",
+       "context", "capture", "checkpoint", "diary_write", "diary_read")
+WRITE_OPS = frozenset({"hook_session_end", "capture", "checkpoint", "diary_write"})
+
+
+class ServiceStartError(RuntimeError):
+    """The service cannot start (already running, store locked by another process, socket in use)."""
+
+
+def rss_bytes() -> int | None:
+    """Resident set size of this process (Linux ``/proc/self/status``), else None."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_pid(sock: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(Path(pid_path_for(sock)).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def probe(sock: str, timeout: float = 2.0) -> dict[str, Any]:
+    """``{"state": "running", "status": {...}}`` when a service answers ``ping``; ``{"state": "stale", ...}`` when
+    a socket or pid file is left but nothing answers; ``{"state": "absent"}`` otherwise."""
+    try:
+        res = call(sock, "status", timeout=timeout)
+    except (ServiceError, TimeoutError, OSError) as exc:
+        return {"state": "unresponsive", "error": str(exc), "pid": (_read_pid(sock) or {}).get("pid")}
+    if res is not None:
+        return {"state": "running", "status": res}
+    info = _read_pid(sock)
+    if os.path.exists(sock) or info is not None:
+        pid = (info or {}).get("pid")
+        return {"state": "stale", "pid": pid, "pid_alive": bool(pid) and _pid_alive(int(pid))}
+    return {"state": "absent"}
+
+
+def clear_stale(sock: str) -> bool:
+    """Remove a stale socket and pid file (nothing answers on the socket). Returns whether anything was removed.
+    A live process named in the pid file that does not answer is left alone (``ServiceStartError``)."""
+    p = probe(sock)
+    if p["state"] == "running":
+        raise ServiceStartError(f"a Tortoise service (pid {p['status'].get('pid')}) already serves {sock}")
+    if p["state"] == "unresponsive":
+        raise ServiceStartError(f"{sock}: a process accepts connections but does not answer ({p['error']})")
+    if p["state"] != "stale":
+        return False
+    pid = p.get("pid")
+    if pid and p.get("pid_alive") and pid != os.getpid() and _looks_like_service(int(pid)):
+        raise ServiceStartError(f"{sock}: service pid {pid} is alive but does not accept connections; "
+                                f"kill it or remove {sock}")
+    for path in (sock, pid_path_for(sock)):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    return True
+
+
+def _looks_like_service(pid: int) -> bool:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return True  # cannot tell: be careful
+    return b"tortoise" in cmd and b"serv" in cmd
+
+
+def session_end_apply(stdin: bytes | str, harness: str, db: str | os.PathLike[str], spool_dir: str | None,
+                      sim: Any = None) -> dict[str, Any] | None:
+    """The session-end hook's work (as ``memsim tortoise hook-session-end``): spool the transcript, then file that
+    session into the store. ``sim`` = the service's ``Tortoise``; None opens the store here (read-write)."""
+    import socket as _socket
+
+    from .hooks import transcript_turns
+    from .spool import Spool, local_capture_post
+
+    text = stdin.decode("utf-8", "replace") if isinstance(stdin, bytes | bytearray) else str(stdin)
+    hook = json.loads(text)
+    if not isinstance(hook, dict):
+        return None
+    sid = hook.get("session_id")
+    turns = transcript_turns(hook)
+    if not (isinstance(sid, str) and sid and turns):
+        return None
+    root = Path(spool_dir) if spool_dir else Path(default_db(os.fspath(db))).parent / "spool"
+    sp = Spool(root)
+    sp.spool_write(sid, turns, harness, "hook", _socket.gethostname())
+    own = sim is None
+    if own:
+        sim = _open_sim(Path(default_db(os.fspath(db))), "analysed", "minilm")
+    try:
+        return sp.flush_spool(local_capture_post(sim.capture_session), int(time.time() * 1000),
+                              only_session_id=sid)
+    finally:
+        if own:
+            sim.close()
+
+
+def _open_sim(path: Path, preset: str, embedder: str) -> Any:
+    from .config import SimConfig
+    from .sdk import Tortoise
+
+    cfg = SimConfig.preset(preset)
+    if embedder == "hashing":
+        from dataclasses import replace
+
+        cfg = replace(cfg, embedder="hashing")
+        enc = None
+    else:
+        from .light_encoder import light_encoder
+
+        enc = light_encoder()
+    return Tortoise(path, config=cfg, encoder=enc, seed=None)
+
+
+def _jsonable(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, ensure_ascii=False, default=str))
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: _Server
+
+    def handle(self) -> None:
+        line = self.rfile.readline(MAX_MESSAGE + 1)
+        if not line:
+            return
+        resp = self.server.service.handle_raw(line)
+        with contextlib.suppress(OSError):
+            self.wfile.write(json.dumps(resp, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
+            self.wfile.flush()
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    allow_reuse_address = False
+    request_queue_size = 64
+    service: TortoiseService
+
+
+class TortoiseService:
+    """One store, one lock, one socket. ``handle(request_dict)`` is the protocol without the socket (tests)."""
+
+    def __init__(self, db: str | os.PathLike[str] | None = None, socket_path: str | None = None, *,
+                 preset: str = "analysed", embedder: str = "minilm") -> None:
+        self.db = Path(default_db(os.fspath(db) if db is not None else None))
+        self.sock = socket_path_for(self.db, socket_path)
+        self.preset = preset
+        self.embedder = embedder
+        self.lock = threading.Lock()
+        self.sim: Any = None
+        self.server: _Server | None = None
+        self.started = time.time()
+        self.requests = 0
+        self.errors = 0
+        self.writes = 0
+        self.last_refresh_s: float | None = None
+        self._stopping = threading.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+    def open(self) -> None:
+        """Open the store (read-write: this process becomes the Kuzu writer); BLAS / OpenMP pinned to one thread
+        (a spinning BLAS pool on a loaded machine turned 80 ms calls into seconds, measured)."""
+        try:
+            self.sim = _open_sim(self.db, self.preset, self.embedder)
+        except RuntimeError as exc:  # Kuzu: lock held by another process, unreadable file...
+            raise ServiceStartError(f"{self.db}: cannot open the store ({exc})") from None
+        with contextlib.suppress(Exception):
+            import scipy.special  # noqa: F401  (vectorised erf for the light encoder's GELU)
+        with contextlib.suppress(Exception):
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(1)  # after numpy is loaded, so its OpenBLAS is found
+
+    def warm(self) -> None:
+        """Load the encoder and build the caches before the first hook arrives."""
+        with self.lock:
+            enc = self.sim.store.encoder
+            if enc is not None and hasattr(enc, "encode"):
+                with contextlib.suppress(Exception):
+                    enc.encode(["warm up"])
+            self._refresh_caches()
+
+    def _refresh_caches(self) -> None:
+        t0 = time.perf_counter()
+        store = self.sim.store
+        if store.cfg.search_cache:
+            from . import search, why
+
+            for fn in (getattr(search, "search_cache_for", None), getattr(why, "_why_cache_for", None)):
+                if fn is not None:
+                    with contextlib.suppress(Exception):
+                        fn(store)
+        self.last_refresh_s = time.perf_counter() - t0
+
+    def bind(self) -> None:
+        clear_stale(self.sock)
+        Path(self.sock).parent.mkdir(parents=True, exist_ok=True)
+        old = os.umask(0o077)
+        try:
+            self.server = _Server(self.sock, _Handler, bind_and_activate=True)
+        except OSError as exc:
+            raise ServiceStartError(f"{self.sock}: cannot bind ({exc})") from None
+        finally:
+            os.umask(old)
+        self.server.service = self
+        tmp = pid_path_for(self.sock) + f".{os.getpid()}.tmp"
+        Path(tmp).write_text(json.dumps({"pid": os.getpid(), "db": str(self.db.resolve()), "socket": self.sock,
+                                         "started": self.started}), encoding="utf-8")
+        os.replace(tmp, pid_path_for(self.sock))
+
+    def start(self, *, warm: bool = True) -> None:
+        """Open, bind, warm (no serving loop yet)."""
+        self.open()
+        try:
+            self.bind()
+        except BaseException:
+            self.sim.close()
+            raise
+        if warm:
+            self.warm()
+
+    def serve_forever(self) -> None:
+        assert self.server is not None
+        try:
+            self.server.serve_forever(poll_interval=0.2)
+        finally:
+            self.close()
+
+    def request_shutdown(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        if self.server is not None:
+            threading.Thread(target=self.server.shutdown, daemon=True).start()
+
+    def close(self) -> None:
+        if self.server is not None:
+            with contextlib.suppress(Exception):
+                self.server.server_close()
+        for path in (self.sock, pid_path_for(self.sock)):
+            info = _read_pid(self.sock) if path == pid_path_for(self.sock) else None
+            if path.endswith(".pid") and info is not None and info.get("pid") != os.getpid():
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        with self.lock:
+            if self.sim is not None:
+                with contextlib.suppress(Exception):
+                    self.sim.close()
+                self.sim = None
+
+    # ------------------------------------------------------------------ protocol
+    def handle_raw(self, line: bytes) -> dict[str, Any]:
+        try:
+            req = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            self.errors += 1
+            return self._err("ProtocolError", f"request is not one line of JSON ({exc})")
+        return self.handle(req)
+
+    def handle(self, req: Any) -> dict[str, Any]:
+        self.requests += 1
+        if not isinstance(req, dict):
+            self.errors += 1
+            return self._err("ProtocolError", "request must be a JSON object")
+        if req.get("v") != PROTOCOL_VERSION:
+            self.errors += 1
+            return self._err("ProtocolError", f"unsupported protocol version {req.get('v')!r} "
+                                              f"(this service speaks {PROTOCOL_VERSION})")
+        op, args = req.get("op"), req.get("args") or {}
+        if op not in OPS or not isinstance(args, dict):
+            self.errors += 1
+            return self._err("ProtocolError", f"unknown op {op!r}" if op not in OPS else "args must be an object")
+        try:
+            result = getattr(self, f"op_{op}")(**args)
+        except TypeError as exc:
+            self.errors += 1
+            return self._err("ProtocolError", f"bad arguments for {op}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - reported to the caller, the service keeps running
+            self.errors += 1
+            return self._err(type(exc).__name__, str(exc), getattr(exc, "code", None))
+        return {"v": PROTOCOL_VERSION, "ok": True, "result": _jsonable(result)}
+
+    @staticmethod
+    def _err(type_: str, message: str, code: Any = None) -> dict[str, Any]:
+        err: dict[str, Any] = {"type": type_, "message": message}
+        if code is not None:
+            err["code"] = str(code)
+        return {"v": PROTOCOL_VERSION, "ok": False, "error": err}
+
+    def _store_op(self, fn: Any, write: bool) -> Any:
+        with self.lock:
+            if self.sim is None:
+                raise RuntimeError("service is shutting down")
+            try:
+                return fn(self.sim)
+            finally:
+                if write:
+                    self.writes += 1
+                    self._refresh_caches()
+
+    # ------------------------------------------------------------------ operations
+    def op_ping(self) -> dict[str, Any]:
+        return {"pong": True, "pid": os.getpid(), "v": PROTOCOL_VERSION}
+
+    def op_status(self) -> dict[str, Any]:
+        store = self.sim.store if self.sim is not None else None
+        cache = getattr(store, "_search_cache", None)
+        return {"pid": os.getpid(), "db": str(self.db.resolve()), "socket": self.sock, "protocol": PROTOCOL_VERSION,
+                "uptime_s": round(time.time() - self.started, 3), "requests": self.requests, "errors": self.errors,
+                "writes": self.writes, "rss_bytes": rss_bytes(), "embedder": self.embedder, "preset": self.preset,
+                "cached_points": getattr(cache, "n", None), "write_seq": getattr(store, "write_seq", None),
+                "last_cache_refresh_s": self.last_refresh_s}
+
+    def op_shutdown(self) -> dict[str, Any]:
+        self.request_shutdown()
+        return {"stopping": True, "pid": os.getpid()}
+
+    def op_hook_volunteer(self, stdin: str = "", harness: str = "codex") -> dict[str, Any]:
+        from .hooks import hook_volunteer_turn
+
+        out, _ = self._store_op(lambda sim: hook_volunteer_turn(stdin, harness, store=sim.store), False)
+        return {"stdout": out}
+
+    def op_hook_session_start(self) -> dict[str, Any]:
+        from .hooks import hook_session_start
+
+        out, _ = self._store_op(lambda sim: hook_session_start(sim.store), False)
+        return {"stdout": out}
+
+    def op_hook_session_end(self, stdin: str = "", harness: str = "claude",
+                            spool_dir: str | None = None) -> dict[str, Any]:
+        counts = self._store_op(lambda sim: session_end_apply(stdin, harness, self.db, spool_dir, sim=sim), True)
+        return {"stdout": "", "flush": counts}
+
+    def op_volunteer(self, window: Any, max_pointers: Any = 3, min_confidence: Any = 0.7,
+                     prior_context: Any = None) -> dict[str, Any]:
+        return self._store_op(lambda sim: sim.volunteer_context(window, max_pointers=max_pointers,
+                                                                 min_confidence=min_confidence,
+                                                                 prior_context=prior_context), False)
+
+    def op_context(self) -> str:
+        return self._store_op(lambda sim: sim.context(), False)
+
+    def op_capture(self, conversation: Any, session_id: str | None = None, no_extractor: bool = False) -> Any:
+        def run(sim: Any) -> Any:
+            saved = sim.extractor
+            if no_extractor:
+                sim.extractor = None
+            try:
+                return sim.capture_session(conversation, session_id=session_id)
+            finally:
+                sim.extractor = saved
+
+        return self._store_op(run, True)
+
+    def op_checkpoint(self, items: Any, agent: str = "checkpoint", threshold: float = 0.95) -> Any:
+        return self._store_op(lambda sim: sim.checkpoint(items, agent_name=agent, threshold=threshold), True)
+
+    def op_diary_write(self, agent: str, entry: str, topic: str | None = None, wing: str | None = None) -> Any:
+        row = self._store_op(lambda sim: sim.diary_write(agent, entry, topic=topic, wing=wing), True)
+        return {k: v for k, v in row.items() if k != "embedding"}
+
+    def op_diary_read(self, agent: str, last_n: int = 10, wing: str | None = None) -> Any:
+        rows = self._store_op(lambda sim: sim.diary_read(agent, last_n=last_n, wing=wing), False)
+        return [{k: v for k, v in r.items() if k != "embedding"} for r in rows]
+
+
+# ---------------------------------------------------------------------------------------------- process control
+def start_detached(db: str | os.PathLike[str] | None, socket_path: str | None = None, *, preset: str = "analysed",
+                   embedder: str = "minilm", timeout: float = 180.0, log: str | None = None) -> dict[str, Any]:
+    """Start ``python -m tortoise_sim.service`` in its own session and wait until it answers (or dies)."""
+    import subprocess
+
+    dbp = default_db(os.fspath(db) if db is not None else None)
+    sock = socket_path_for(dbp, socket_path)
+    clear_stale(sock)
+    log = log or sock + ".log"
+    cmd = [sys.executable, "-m", "tortoise_sim.service", "--db", str(dbp), "--socket", sock, "--preset", preset,
+           "--embedder", embedder]
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = Path(log).read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
+            raise ServiceStartError(f"service exited with {proc.returncode}: {' '.join(tail) or 'see ' + log}")
+        with contextlib.suppress(ServiceError, TimeoutError, OSError):
+            res = call(sock, "status", timeout=5.0)
+            if res is not None and res.get("pid") == proc.pid and not _warming(res):
+                return {"pid": proc.pid, "socket": sock, "log": log, "status": res}
+        time.sleep(0.05)
+    raise ServiceStartError(f"service did not answer within {timeout:.0f} s (log: {log})")
+
+
+def _warming(status: dict[str, Any]) -> bool:
+    return status.get("last_cache_refresh_s") is None
+
+
+def stop(sock: str, timeout: float = 60.0) -> dict[str, Any]:
+    """Ask the service on ``sock`` to shut down; wait for its pid to exit. ``{"stopped": bool, "pid": ...}``."""
+    res = call(sock, "shutdown", timeout=10.0)
+    if res is None:
+        removed = clear_stale(sock)
+        return {"stopped": False, "stale_removed": removed}
+    pid = int(res["pid"])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _pid_alive(pid) and os.path.exists(pid_path_for(sock)):
+        time.sleep(0.05)
+    while time.monotonic() < deadline and _pid_alive(pid):
+        time.sleep(0.05)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    return {"stopped": not _pid_alive(pid), "pid": pid}
+
+
+def run_foreground(db: str | os.PathLike[str] | None, socket_path: str | None = None, *, preset: str = "analysed",
+                   embedder: str = "minilm", echo: Any = None) -> None:
+    """Start and serve until ``shutdown`` or SIGTERM/SIGINT."""
+    svc = TortoiseService(db, socket_path, preset=preset, embedder=embedder)
+    svc.start(warm=False)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        svc.request_shutdown()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, on_signal)
+    threading.Thread(target=svc.warm, daemon=True).start()
+    if echo is not None:
+        echo(f"serving {svc.db} on {svc.sock} (pid {os.getpid()})")
+    svc.serve_forever()
+
+
+def pin_threads_env() -> None:
+    """One BLAS / OpenMP thread (takes effect when set before numpy is imported)."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    pin_threads_env()
+
+    ap = argparse.ArgumentParser(prog="python -m tortoise_sim.service", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", default=None)
+    ap.add_argument("--socket", default=None)
+    ap.add_argument("--preset", default="analysed", choices=("analysed", "snapshot", "later"))
+    ap.add_argument("--embedder", default="minilm", choices=("minilm", "hashing"))
+    a = ap.parse_args(argv)
+    try:
+        run_foreground(a.db, a.socket, preset=a.preset, embedder=a.embedder,
+                       echo=lambda m: print(m, file=sys.stderr, flush=True))
+    except ServiceStartError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
