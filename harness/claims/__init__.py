@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 Verdict = Literal["holds", "refuted", "error", "skipped"]
 Kind = Literal["mechanism", "consequence"]
-DESIGNS = ("harness", "fractal", "agentfly", "tortoise")
+DESIGNS = ("harness", "fractal", "agentfly", "tortoise", "cross")
 
 
 class Observation(BaseModel):
