@@ -47,7 +47,11 @@ class _LazyEncoder:
 
 
 def open_sim(db: Path | None, preset: str = "analysed", *, must_exist: bool = False) -> Any:
+    from harness.commands.tortoise_serve import service_sim
     from tortoise_sim import SimConfig, Tortoise
+
+    if (served := service_sim(db_path(db), preset)) is not None:  # the resident service owns the store
+        return served
 
     path = db_path(db)
     if must_exist and not path.exists():
@@ -373,3 +377,4 @@ def feed(db: DbOpt = None, last: Annotated[int, typer.Option(help="Only the last
 
 # Dream / EP commands live in their own module and register themselves on ``app`` (kept last on purpose).
 from harness.commands import tortoise_dream as _tortoise_dream  # noqa: E402,F401
+from harness.commands import tortoise_serve as _tortoise_serve  # noqa: E402,F401

@@ -257,3 +257,27 @@ def test_concurrent_clients_with_a_writer(short_dir):
         assert sorted(r["content"] for r in rows) == sorted(f"entry {i} about the simulator store"
                                                             for i in range(n_writes))
         assert svc.op_status()["errors"] == 0
+
+
+def test_cli_routes_writes_to_the_service(short_dir, monkeypatch):
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    db = short_dir / "db.kuzu"
+    sock = str(short_dir / "s.sock")
+    monkeypatch.setenv("MEMSIM_TORTOISE_SOCKET", sock)
+    runner = CliRunner()
+    with _Running(TortoiseService(db, sock, embedder="hashing")) as svc:
+        r = runner.invoke(app, ["tortoise", "diary-write", "ann", "shipped the parser", "--db", str(db)])
+        assert r.exit_code == 0, r.output
+        r = runner.invoke(app, ["tortoise", "diary-read", "ann", "--db", str(db)])
+        assert r.exit_code == 0 and json.loads(r.stdout)[0]["content"] == "shipped the parser"
+        r = runner.invoke(app, ["tortoise", "capture", "--db", str(db), "--session-id", "s9"],
+                          input=json.dumps([{"role": "user", "content": "decision: pin kuzu"}]))
+        assert r.exit_code == 0 and json.loads(r.stdout)["session_id"] == "s9"
+        r = runner.invoke(app, ["tortoise", "volunteer", "--db", str(db)], input="[]")
+        assert r.exit_code == 1 and "EMPTY_WINDOW" in r.output
+        r = runner.invoke(app, ["tortoise", "show", "nope", "--db", str(db)])
+        assert r.exit_code == 1 and "held by the Tortoise service" in r.output
+        assert svc.writes == 2
