@@ -41,7 +41,7 @@ def version() -> None:
 
 @app.command()
 def claims(
-    design: Annotated[str | None, typer.Option(help="Only this design: harness, fractal, agentfly or tortoise.")] = None,
+    design: Annotated[str | None, typer.Option(help="Only this design: harness, fractal, agentfly, tortoise or cross.")] = None,
     id: Annotated[list[str] | None, typer.Option("--id", help="Only these claim ids (repeatable), e.g. FRA-01.")] = None,
     kind: Annotated[str | None, typer.Option(help="Only 'mechanism' or 'consequence' claims.")] = None,
     out: Annotated[Path, typer.Option(help="Directory for ledger.json, ledger.md and ledger.html.")] = Path("ledger"),
