@@ -343,11 +343,27 @@ class ScriptedAgent:
         self.interrupt_flag = True
 
 
+def confined(root: Path, rel: str | os.PathLike[str]) -> Path:
+    """``root / rel`` resolved, or ``PermissionError`` when it leaves the workspace (``../x``, an absolute path,
+    a symlink pointing out). Simulator safety, not a modelled mechanism: the offline agents act on the user's
+    real disk, so every action path is confined to the workspace the session is keyed by."""
+    base = Path(root).resolve()
+    try:
+        target = (base / rel).resolve()
+    except (ValueError, OSError, RuntimeError) as exc:  # embedded NUL, symlink loop
+        raise PermissionError(13, f"invalid path ({exc})", str(rel)) from None
+    if target != base and base not in target.parents:
+        raise PermissionError(13, "path is outside the workspace", str(rel))
+    return target
+
+
 def perform_action(root: Path, action: Any, emit: _HookEmitter, *,
                    on_interrupt: Callable[[], None] | None = None) -> None:
     """Perform one scripted action for real on the workspace and emit the sandbox's hook events (spec 4.8).
 
-    A failing operation emits ``error`` instead of ``after`` and returns normally (the script continues)."""
+    A failing operation emits ``error`` instead of ``after`` and returns normally (the script continues). A path
+    outside the workspace fails that way too (``PermissionError``, see :func:`confined`), before anything is
+    touched."""
     if isinstance(action, (Read, Write)):
         reading = isinstance(action, Read)
         method = "pathlib.Path.read_text" if reading else "pathlib.Path.write_text"
@@ -356,7 +372,7 @@ def perform_action(root: Path, action: Any, emit: _HookEmitter, *,
         emit(method, "before", [p])
         emit("pathlib.Path.open", "before", [p, mode])
         try:
-            target = root / p
+            target = confined(root, p)
             if reading:
                 target.read_text(encoding="utf-8")
             else:
@@ -372,7 +388,7 @@ def perform_action(root: Path, action: Any, emit: _HookEmitter, *,
         kwargs = {"mode": action.mode}
         emit("builtins.open", "before", [action.path], kwargs=kwargs)
         try:
-            with open(root / action.path, action.mode):
+            with open(confined(root, action.path), action.mode):
                 pass
         except OSError as exc:
             emit("builtins.open", "error", [action.path], kwargs=kwargs, error=repr(exc))
@@ -383,8 +399,9 @@ def perform_action(root: Path, action: Any, emit: _HookEmitter, *,
         data = action.text.encode("utf-8")
         emit("os.open", "before", [tmp, _SAFE_REPLACE_FLAGS])
         try:
+            confined(root, action.path)
             (root / tmp).parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(root / tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(confined(root, tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         except OSError as exc:
             emit("os.open", "error", [tmp, _SAFE_REPLACE_FLAGS], error=repr(exc))
             return
@@ -409,7 +426,7 @@ def perform_action(root: Path, action: Any, emit: _HookEmitter, *,
     elif isinstance(action, Delete):
         emit("os.unlink", "before", [action.path])
         try:
-            (root / action.path).unlink()
+            confined(root, action.path).unlink()
         except OSError as exc:
             emit("os.unlink", "error", [action.path], error=repr(exc))
         else:
@@ -487,7 +504,7 @@ class DspyAgent:
             actions.append(Read(path))
             perform_action(root, actions[-1], emitter)
             try:
-                return (root / path).read_text(encoding="utf-8")
+                return confined(root, path).read_text(encoding="utf-8")
             except OSError as exc:
                 return f"error: {exc}"
 

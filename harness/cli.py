@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 import harness  # noqa: F401  (sets offline environment variables first)
-from harness.commands import agentfly, bench, data, fail, fractal, tortoise
+from harness.commands import BoundaryTyper, agentfly, bench, check_output_dir, data, fail, fractal, tortoise
 
-app = typer.Typer(help="memsim: executable reference simulators of three agent-memory designs (Fractal, "
+app = BoundaryTyper(help="memsim: executable reference simulators of three agent-memory designs (Fractal, "
                        "AgentFly/Memento, Tortoise) and a claims ledger that demonstrates their analysis reports.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
 app.add_typer(fractal.app, name="fractal")
@@ -73,6 +73,10 @@ def claims(
         for c in selected:
             console.print(f"{c.id}\t{c.design}\t{c.kind}\t{c.record}\t{c.statement}", soft_wrap=True)
         return
+    check_output_dir(out)  # before running anything: an unwritable --out fails now, not after every claim
+    for name in ("ledger.json", "ledger.md", "ledger.html"):
+        if (out / name).is_dir():
+            raise fail(f"{out / name}: is a directory; the ledger cannot be written there")
     data = find_data_dir(data_dir)
     ledger = run_claims(selected, seed=seed, data_dir=data, quick=quick)
 

@@ -17,9 +17,9 @@ from typing import Annotated
 
 import typer
 
-from harness.commands import fail
+from harness.commands import BoundaryTyper, check_output_dir, check_range, fail
 
-app = typer.Typer(help="AgentFly/Memento CBR memory: retrieve with the trained classifier, train it, run the "
+app = BoundaryTyper(help="AgentFly/Memento CBR memory: retrieve with the trained classifier, train it, run the "
                        "NP/PM driver loops offline.", no_args_is_help=True)
 
 
@@ -61,10 +61,17 @@ def retrieve(
         pool, meta = load_pool(pool_jsonl)
     except (OSError, ValueError) as exc:
         raise _bad_input(exc, pool_jsonl) from None
+    if not model_path.is_file():
+        raise fail(f"{model_path}: " + ("is a directory, not a checkpoint" if model_path.is_dir()
+                                        else "checkpoint not found"))
+    if model_path.stat().st_size == 0:
+        raise fail(f"{model_path}: empty file, not a classifier checkpoint")
     try:
         retriever = CaseRetriever(model_path, model_name, device, cache_case_vectors=cache_case_vectors)
     except (OSError, RuntimeError, ValueError) as exc:
         raise _bad_input(exc, model_path) from None
+    except Exception as exc:  # noqa: BLE001 - torch.load of a non-checkpoint raises EOFError, KeyError, pickle errors
+        raise fail(f"{model_path}: not a classifier checkpoint ({type(exc).__name__}: {exc})") from None
     results = retriever.retrieve(query, pool, meta)
     text = format_ranked(results, topk)
     if text:
@@ -124,9 +131,21 @@ def train(
             raise fail(f"{flag} must be a positive integer, not {value}")
     if not 0.0 < val_ratio < 1.0 and valid is None:
         raise fail(f"--val_ratio must be between 0 and 1 (exclusive), not {val_ratio}")
+    check_range("--warmup_ratio", warmup_ratio, lo=0.0, hi=1.0)
+    check_range("--grad_clip", grad_clip, lo=0.0)  # 0 disables clipping, as upstream's ``if grad_clip > 0``
+    check_range("--class_weight_pos", class_weight_pos, lo=0.0, lo_open=True)
+    check_range("--lr", lr, lo=0.0, lo_open=True)
+    check_range("--weight_decay", weight_decay, lo=0.0)
+    check_range("--num_workers", num_workers, lo=0)
+    check_range("--max_rows", max_rows, lo=1)
+    for flag, path in (("--train", train), ("--valid", valid)):
+        if path is not None and not path.is_file():
+            raise fail(f"{path}: {flag} " + ("is a directory, not a JSONL file" if path.is_dir() else "not found"))
+    check_output_dir(output_dir, "--output_dir")
+    if metrics_json is not None:
+        check_output_dir(metrics_json.parent, "--metrics_json folder")
     train_path = train
     if max_rows is not None:
-        output_dir.mkdir(parents=True, exist_ok=True)
         subset = output_dir / f"train_first_{max_rows}.jsonl"
         try:
             with open(train, encoding="utf-8") as src, open(subset, "w", encoding="utf-8") as dst:
@@ -204,6 +223,10 @@ def run(
         raise fail(f"--limit must be 0 or more, not {limit}")
     if top_k < 0:
         raise fail(f"--top_k must be 0 or more, not {top_k}")
+    check_range("--p_correct", p_correct, lo=0.0, hi=1.0)
+    check_range("--judge_p", judge_p, lo=0.0, hi=1.0)
+    if checkpoint is not None and not checkpoint.is_file():
+        raise fail(f"{checkpoint}: --checkpoint " + ("is a directory" if checkpoint.is_dir() else "not found"))
     _torch_threads()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -233,6 +256,7 @@ def run(
     except (OSError, ValueError) as exc:
         raise _bad_input(exc, dataset) from None
 
+    check_output_dir(out)
     client = out / "client"
     for d in (client, out / "memory", out / "data", out / "result"):
         d.mkdir(parents=True, exist_ok=True)
@@ -276,6 +300,11 @@ def run(
             cls = NPDriver if driver == "np" else PMDriver
             drv = cls(client, agents.planner, agents.executor, agents.judge, config=cfg, out=log,
                       on_question=on_question)
+            if driver == "pm" and getattr(drv, "retriever", None) is None:
+                why = next((m for m in reversed(drv.log) if "retriever not available" in m), "no checkpoint")
+                progress.console.print(f"warning: PM runs WITHOUT retrieval ({why.removeprefix('WARNING ')}; "
+                                       f"checkpoint path {ckpt_path})", markup=False, highlight=False,
+                                       soft_wrap=True)
             summary = drv.run()
             progress.update(bar, completed=n)
         except DriverStartupError as exc:

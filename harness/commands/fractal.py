@@ -18,9 +18,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harness.commands import cli_errors, fail
+from harness.commands import BoundaryTyper, cli_errors, fail
 
-app = typer.Typer(help="Fractal session memory: replay scripted turns, list, show and meter saved sessions.",
+app = BoundaryTyper(help="Fractal session memory: replay scripted turns, list, show and meter saved sessions.",
                   no_args_is_help=True)
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -65,11 +65,31 @@ def _workspace(path: Path, *, must_exist: bool = True) -> Path:
     return path
 
 
-def _resume(workspace: Path, session_id: str, state_dir: Path | None) -> Any:
-    """``runtime.resume`` with the spec's warnings shown as one ``warning:`` line each."""
-    from fractal_sim import FractalRuntime, ScriptedAgent
+def _resume(workspace: Path, session_id: str, state_dir: Path | None, *, inspect: bool = False) -> Any:
+    """``runtime.resume`` with the spec's warnings shown as one ``warning:`` line each.
+
+    ``inspect=True`` (``show``, ``usage``) never writes: upstream's load copies an unreadable session file to a
+    ``.bad-<timestamp>`` backup (spec 6.5), which a read-only inspection must not repeat on every call, so such a
+    file is reported and shown as the empty session upstream's load would yield, without the copy."""
+    from fractal_sim import FractalRuntime, FractalSession, ScriptedAgent
+    from fractal_sim.store import session_path
 
     runtime = FractalRuntime(workspace, agent=ScriptedAgent(), state_dir=state_dir)
+    if inspect:
+        try:
+            path = session_path(workspace, session_id, state_dir)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        if path.is_dir():
+            raise fail(f"{path}: is a directory, not a session file")
+        if path.exists():
+            try:
+                json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                err_console.print(f"[yellow]warning:[/] Ignoring unreadable Fractal session at {path}: {exc}. "
+                                  "Read-only inspection: no backup written.")
+                runtime.session = FractalSession(session_id=session_id)
+                return runtime
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -88,6 +108,29 @@ def _under(filename: Any, root: Path) -> bool:
         return Path(filename).resolve().is_relative_to(root.resolve())
     except (OSError, ValueError, TypeError):
         return False
+
+
+def _check_confined(script: Path, workspace: Path, parsed: Any) -> None:
+    """One-line error when a ``files:`` entry or any turn action (read, write, open, replace, delete) names a
+    path outside the workspace (``../x``, an absolute path, a symlink out)."""
+    from fractal_sim.agent import confined
+
+    for rel in parsed.files:
+        try:
+            target = confined(workspace, rel)
+        except PermissionError as exc:
+            raise fail(f"{script}: files: {rel!r}: {exc.strerror}") from None
+        if target == workspace.resolve():
+            raise fail(f"{script}: files: {rel!r} names the workspace itself, not a file")
+    for i, turn in enumerate(parsed.turns, start=1):
+        for action in turn.script.actions:
+            rel = getattr(action, "path", None)
+            if rel is None:
+                continue
+            try:
+                confined(workspace, rel)
+            except PermissionError as exc:
+                raise fail(f"{script}: turn {i}: {type(action).__name__.lower()} {rel!r}: {exc.strerror}") from None
 
 
 def _turn_status(runtime: Any) -> tuple[str, str]:
@@ -121,10 +164,9 @@ def replay(
         except OSError as exc:
             raise fail(f"{workspace}: cannot create workspace: {exc}") from None
     _workspace(workspace)
+    _check_confined(script, workspace, parsed)  # every path first: nothing is written when one escapes
     for rel, text in parsed.files.items():
         target = (workspace / rel).resolve()
-        if workspace.resolve() not in target.parents:
-            raise fail(f"{script}: files: {rel!r} is outside the workspace")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     agent = ScriptedAgent([t.script for t in parsed.turns])
@@ -192,7 +234,7 @@ def show(
     if counter not in COUNTERS:
         raise fail(f"unknown counter {counter!r}; choose one of {', '.join(COUNTERS)}")
     with cli_errors():
-        runtime = _resume(workspace, session_id, state_dir)
+        runtime = _resume(workspace, session_id, state_dir, inspect=True)
     session = runtime.session
     console.rule("rendered session summary")
     console.print(session.summary(), markup=False)
@@ -225,6 +267,6 @@ def usage(session_id: Annotated[str, typer.Argument(help="Session id.")], worksp
     from fractal_sim.session import format_usage
 
     with cli_errors():
-        runtime = _resume(workspace, session_id, state_dir)
+        runtime = _resume(workspace, session_id, state_dir, inspect=True)
     console.print(format_usage(runtime.session.usage_totals()), markup=False)
     console.print(f"session file {runtime.session_file()}")

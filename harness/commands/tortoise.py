@@ -16,15 +16,30 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from harness.commands import cli_errors, fail, read_stdin_bytes
+from harness.commands import (
+    BoundaryTyper,
+    check_choice,
+    check_range,
+    cli_errors,
+    describe_error,
+    fail,
+    read_input_text,
+    read_stdin_bytes,
+)
 
-app = typer.Typer(help="Tortoise graph memory on Kuzu: capture, checkpoint, volunteer pointers, hooks, digest, "
+app = BoundaryTyper(help="Tortoise graph memory on Kuzu: capture, checkpoint, volunteer pointers, hooks, digest, "
                        "dream.", no_args_is_help=True)
 console = Console(highlight=False, soft_wrap=True)
 
 DbOpt = Annotated[Path | None, typer.Option("--db", help="Kuzu store path (default $MEMSIM_TORTOISE_DB or "
                                                          "./.memsim/tortoise.kuzu).")]
 PresetOpt = Annotated[str, typer.Option(help="Version profile: analysed, snapshot or later.")]
+PRESETS = ("analysed", "snapshot", "later")
+KUZU_INT64_MAX = 2**63 - 1
+EMBED_CHAR_CAP = 65_536
+"""Characters of a text the CLI encoder passes to MiniLM after the SDK's 512-word cut (spec 2.6). MiniLM reads at
+most 256 word pieces, so only pathological texts (a few huge whitespace-free words) are affected; the cap keeps a
+20 MB item from being re-tokenised in full by every later checkpoint's dedup."""
 
 
 def db_path(db: Path | None) -> Path:
@@ -42,22 +57,41 @@ class _LazyEncoder:
 
     def encode(self, texts: Any) -> Any:
         from harness.embedding import get_encoder
+        from tortoise_sim.embed import cut_words
 
-        return get_encoder("minilm-mean").encode(texts)
+        # The SDK encoder's 512-word cut (spec 2.6), which the CLI path used to skip, then EMBED_CHAR_CAP.
+        return get_encoder("minilm-mean").encode([cut_words(str(t))[:EMBED_CHAR_CAP] for t in texts])
+
+
+def check_store_path(path: Path, *, must_exist: bool) -> None:
+    """One-line errors for a ``--db`` that cannot be a Kuzu store: a directory, an empty (0-byte) file, or (for
+    read commands, ``must_exist``) a missing path. Read commands therefore never create a store or its folder."""
+    if path.is_dir():
+        raise fail(f"{path}: is a directory, not a Kuzu store file")
+    if path.exists() and path.is_file() and path.stat().st_size == 0:
+        raise fail(f"{path}: empty file (0 bytes), not a Kuzu store; remove it or pass another --db")
+    if must_exist and not path.exists():
+        raise fail(f"{path}: no Tortoise store (create one with `memsim tortoise create-point` or `capture`)")
 
 
 def open_sim(db: Path | None, preset: str = "analysed", *, must_exist: bool = False) -> Any:
+    """Open the store at ``--db`` (see :func:`check_store_path`); Kuzu's open errors (not a Kuzu file, locked
+    by another process, read-only) become one line naming the store."""
     from harness.commands.tortoise_serve import service_sim
     from tortoise_sim import SimConfig, Tortoise
 
     if (served := service_sim(db_path(db), preset)) is not None:  # the resident service owns the store
         return served
 
+    check_choice("--preset", preset, PRESETS)
     path = db_path(db)
-    if must_exist and not path.exists():
-        raise FileNotFoundError(f"no Tortoise store at {path}")
+    check_store_path(path, must_exist=must_exist)
     cfg = SimConfig.preset(preset)
-    return Tortoise(path, config=cfg, encoder=_LazyEncoder(), seed=None)
+    try:
+        return Tortoise(path, config=cfg, encoder=_LazyEncoder(), seed=None)
+    except (RuntimeError, OSError) as exc:
+        msg = describe_error(exc).removeprefix("RuntimeError: ")
+        raise fail(f"{path}: cannot open the Kuzu store: {msg}") from None
 
 
 def _print_json(obj: Any) -> None:
@@ -65,7 +99,7 @@ def _print_json(obj: Any) -> None:
 
 
 def _load_json_input(file: Path | None) -> Any:
-    raw = file.read_bytes() if file is not None else read_stdin_bytes()
+    raw = read_input_text(file, "JSON input").encode("utf-8") if file is not None else read_stdin_bytes()
     where = str(file) if file is not None else "<stdin>"
     try:
         return json.loads(raw.decode("utf-8"))
@@ -75,6 +109,16 @@ def _load_json_input(file: Path | None) -> Any:
 
 
 # ------------------------------------------------------------------------------------------- hooks
+def _hook_store(path: Path) -> Any:
+    """A read hook's store: only an existing, non-empty store file is opened (nothing is created, nothing is
+    printed); anything else raises, which the hook turns into empty output."""
+    from tortoise_sim import SimConfig, Tortoise
+
+    if not path.is_file() or path.stat().st_size == 0:
+        raise FileNotFoundError(str(path))
+    return Tortoise(path, config=SimConfig.preset("analysed"), encoder=_LazyEncoder(), seed=None).store
+
+
 @app.command("hook-volunteer")
 def hook_volunteer(
     harness_name: Annotated[str, typer.Option("--harness", help="claude | codex | devin | cline | other")] = "codex",
@@ -91,9 +135,7 @@ def hook_volunteer(
     path = db_path(db)
 
     def factory() -> Any:
-        if not path.exists():
-            raise FileNotFoundError(str(path))
-        return open_sim(path).store
+        return _hook_store(path)
 
     out, _code = hook_volunteer_turn(data, harness_name, store=factory)
     if out:
@@ -110,9 +152,7 @@ def hook_session_start_cmd(db: DbOpt = None) -> None:
     path = db_path(db)
 
     def factory() -> Any:
-        if not path.exists():
-            raise FileNotFoundError(str(path))
-        return open_sim(path).store
+        return _hook_store(path)
 
     out, _ = hook_session_start(factory)
     if out:
@@ -130,7 +170,7 @@ def context(db: DbOpt = None, preset: PresetOpt = "analysed") -> None:
         sys.stdout.write(NO_MEMORY_LINE + "\n")
         return
     with cli_errors(OSError, ValueError, TypeError, RuntimeError):
-        sys.stdout.write(open_sim(path, preset).context())
+        sys.stdout.write(open_sim(path, preset, must_exist=True).context())
 
 
 @app.command()
@@ -145,6 +185,8 @@ def volunteer(
     volunteering response as JSON (or only the block with ``--block``)."""
     from tortoise_sim import VolunteerValidationError
 
+    check_range("--max-pointers", max_pointers, lo=1, hi=5)
+    check_range("--min-confidence", min_confidence, lo=0.0, hi=1.0)
     raw = read_stdin_bytes().decode("utf-8", "replace")
     try:
         parsed = json.loads(raw)
@@ -154,10 +196,10 @@ def volunteer(
     path = db_path(db)
     if not path.exists():
         raise fail(f"{path}: no Tortoise store (create one with `memsim tortoise create-point` or `capture`)")
-    prior = prior_context.read_text(encoding="utf-8") if prior_context is not None else None
+    prior = read_input_text(prior_context, "--prior-context file") if prior_context is not None else None
     try:
-        res = open_sim(path).volunteer_context(window, max_pointers=max_pointers, min_confidence=min_confidence,
-                                               prior_context=prior)
+        res = open_sim(path, must_exist=True).volunteer_context(
+            window, max_pointers=max_pointers, min_confidence=min_confidence, prior_context=prior)
     except VolunteerValidationError as exc:
         raise fail(f"<stdin>:1: {exc.code}") from None
     if block_only:
@@ -257,6 +299,10 @@ def capture(
 
     with cli_errors(ValueError, ProviderUnavailable, OSError):
         res = sim.capture_session(conv, session_id=session_id)
+    if not res.get("ok", True):
+        where = str(file) if file is not None else "<stdin>"
+        raise fail(f"{where}: nothing captured: no turn has a user/assistant role and non-empty content "
+                   f"({json.dumps(res)})")
     _print_json(res)
     sys.stderr.write(f"store: {db_path(db)}\n")
 
@@ -270,6 +316,10 @@ def create_point_cmd(
     db: DbOpt = None,
 ) -> None:
     """Create a Point (SDK semantics: draft, no dedup) and print its id."""
+    from tortoise_sim.admission import POINT_KINDS, TIER_PRIORS
+
+    check_choice("--credibility", credibility, TIER_PRIORS)
+    check_choice("KIND", kind, sorted(POINT_KINDS))
     sim = open_sim(db)
     with cli_errors(ValueError, TypeError):
         row = sim.create_point(kind, content, credibility=credibility)
@@ -288,6 +338,7 @@ def checkpoint(
     """File checkpoint items with hash and semantic dedup; prints ``{filed, duplicates}``."""
     from tortoise_sim import CheckpointValidationError, QuotaError
 
+    check_range("--threshold", threshold, lo=0.0, hi=1.0, lo_open=True)
     items = _load_json_input(file)
     with cli_errors(CheckpointValidationError, QuotaError, ValueError):
         res = open_sim(db).checkpoint(items, agent_name=agent, threshold=threshold)
@@ -313,7 +364,8 @@ def diary_read_cmd(
     """Read an agent's newest diary entries (no status filter, no relevance)."""
     if last_n < 0:
         raise fail(f"--last-n must be 0 or more, not {last_n}")
-    rows = open_sim(db).diary_read(agent, last_n=last_n, wing=wing)
+    check_range("--last-n", last_n, lo=0, hi=KUZU_INT64_MAX)
+    rows = open_sim(db, must_exist=True).diary_read(agent, last_n=last_n, wing=wing)
     _print_json([{k: v for k, v in r.items() if k != "embedding"} for r in rows])
 
 
@@ -327,11 +379,18 @@ def retract(
     """Retract (tombstone) a point: guarded, single-shot, event before the compare-and-swap."""
     from tortoise_sim import LifecycleError
 
+    if valid_to is not None:
+        from datetime import datetime
+
+        try:
+            datetime.fromisoformat(valid_to)
+        except ValueError:
+            raise fail(f"--valid-to must be an ISO-8601 date or time, not {valid_to!r}") from None
     path = db_path(db)
     if not path.exists():
         raise fail(f"{path}: no Tortoise store")
     try:
-        res = open_sim(path).retract_point(point_id, valid_to=valid_to, dry_run=dry_run)
+        res = open_sim(path, must_exist=True).retract_point(point_id, valid_to=valid_to, dry_run=dry_run)
     except LifecycleError as exc:
         raise fail(f"retract {point_id!r}: {exc.code}") from None
     _print_json({k: v for k, v in res.items() if k != "embedding"})
@@ -367,11 +426,12 @@ def show(point_id: Annotated[str, typer.Argument()], db: DbOpt = None) -> None:
 @app.command()
 def feed(db: DbOpt = None, last: Annotated[int, typer.Option(help="Only the last N events.")] = 50) -> None:
     """Print the GraphEvent feed (seq, type, payload)."""
+    check_range("--last", last, lo=0)
     try:
         rows = open_sim(db, must_exist=True).store.feed()
     except FileNotFoundError as exc:
         raise fail(f"{exc}: no Tortoise store") from None
-    for r in rows[-last:]:
+    for r in rows[max(len(rows) - last, 0):]:  # --last 0 prints nothing (rows[-0:] would be every row)
         sys.stdout.write(json.dumps({"seq": r["seq"], "type": r["type"], "payload": r["payload"]}) + "\n")
 
 
