@@ -1,0 +1,274 @@
+"""Tortoise arm: each LoCoMo session captured into a Kuzu graph; a probe is a prompt through the volunteer hook
+(row ``tortoise-volunteer``) and through upstream's evaluation retrieval path (row ``tortoise-eval``).
+
+Mapping choices:
+
+- **Store.** One ``Tortoise`` SDK instance over an in-memory Kuzu database (``path=None``; the arm owns it for
+  one conversation and nothing outlives the run), default ``SimConfig`` (the analysed profile: analysed turn
+  writer, capture promotes and runs the ingest dream, MiniLM embeddings, cached exact search), fixed seed and a
+  step clock (so ids and timestamps are reproducible).
+- **Capture.** One ``capture_session`` per LoCoMo session, in order, with ``session_id = "<sample_id>-s<index>"``.
+  The conversation handed to capture is the session's turns as ``{"role": <speaker name>, "content": <text,
+  plus " [shared a photo: <caption>]">}``: the speakers are two people, not a user and an assistant, so the role
+  carries the name (capture accepts any role string, §3.2) and each stored turn Point reads
+  ``"[<speaker>] <text>"``.
+- **Extraction.** Offline by default: ``TurnPointExtractor`` proposes **one point per turn** (``pointKind
+  "observation"``), content ``"[<session date-time>] <speaker>: <text>"`` (``arm_text.dated_line``; the date is
+  what a host transcript's timestamp would give the extractor, handed over by the arm per session), with the turn
+  as its source (``source_turn_id`` = the turn's window index, ``quote`` = the turn text), the first four
+  significant tokens as search keys, and both speakers as ``core:person`` entities the points are about. Every
+  proposal then goes through the real admission gates and writers (``execute_embed``: dedupe, consolidation with
+  earlier sessions, promotion, ingest dream). With ``ctx.lm`` set the extractor is ``DspyExtractor(dspy.LM(lm))``
+  instead, so what is stored depends on the model.
+- **Digest.** The session-start digest (``hook_session_start``: recent points, confidence snapshot) is computed
+  once after ingest (volunteering and search write nothing, so it is the same for every probe) and **prepended** to
+  the text of both rows: each probe is treated as opening a session whose first context is the digest.
+- **tortoise-volunteer** = digest + the hook's ``additionalContext`` block + the question. The prompt goes in as
+  the codex hook's stdin JSON (``{"prompt": question}``) through ``hook_volunteer_turn`` with the faithful
+  defaults (3 pointers, ``min_confidence`` 0.7, the intent, confidence and suppression gates, the 8 KiB block
+  cap); the arm reads the block back out of the hook's JSON line. The block carries **pointers and synopses**,
+  not turns: ``meta["named_ids"]`` = the turns whose extracted points the block points at (``point/<id>`` parsed
+  from the text, mapped to a turn through the point's ``session_id`` + ``source_turn_id`` read from the store),
+  while ``dia_ids`` = the turns whose text is actually in the delivered text (a synopsis is cut to 160 characters,
+  so a long turn can be named without being carried). ``meta["block_ids_carried"]`` is the part of ``dia_ids``
+  that comes from the block rather than the digest.
+- **Optional non-faithful row** ``tortoise-volunteer-min<x>`` (constructor ``volunteer_min_confidence=x``, off
+  by default): the same hook path with the pipeline's ``min_confidence`` lowered to ``x``. Captured points carry no
+  EP evidence unless an operator supports them, so their confidence is the prior mean 0.5 and the faithful 0.7
+  gate keeps every one of them out of the block; this row shows what the block would carry past that gate.
+- **tortoise-eval** = digest + the evaluation pool + the question. Pool: ``search_points(question,
+  limit=pool_limit)`` (hybrid search over turn Points and extracted points; ``pool_limit`` 10 by default, the SDK
+  search default), then ``expand_pool(enabled=True, is_temporal=<category 2>)`` (source-session expansion: up to 3
+  retained turns per seeded session, 10 in all; upstream skips it for temporal questions, and LoCoMo's category 2
+  is the temporal one). The pool is rendered one hit per line, ``"- <content>"``, in pool order.
+- **Provenance.** A turn is in a text when ``"[<speaker>] <text>"`` (a stored turn) or ``"<speaker>: <text>"``
+  (an extracted point, a synopsis) occurs in it, whitespace squashed (``arm_text.ids_in_text``). ``stored()``
+  reads every Point's content back from Kuzu and applies the same test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from harness.workloads.arm_text import squash
+from harness.workloads.base import ArmContext, Delivery
+from harness.workloads.locomo import Conversation, Probe, Session, Turn
+
+TEMPORAL_CATEGORY = 2
+_POINTER = re.compile(r"point/(\S+?)(?=[\s\]]|$)")
+
+
+def turn_body(turn: Turn) -> str:
+    """The content handed to capture for a turn: its text, plus the photo caption when there is one."""
+    return turn.text + (f" [shared a photo: {turn.caption}]" if turn.caption else "")
+
+
+def capture_window(session: Session) -> list[dict[str, str]]:
+    """A LoCoMo session as the ``{role, content}`` list capture takes (role = speaker name)."""
+    return [{"role": t.speaker, "content": turn_body(t)} for t in session.turns]
+
+
+class TurnPointExtractor:
+    """Offline extractor: one ``observation`` point per turn, dated, about its speakers, sourced to its turn."""
+
+    route = "scripted:turn-points"
+
+    def __init__(self) -> None:
+        self.dates: dict[str, str] = {}
+        self.calls = 0
+
+    def extract(self, turns: list[dict], session_id: str, search: Any = None) -> dict:
+        from tortoise_sim.text import pt_id, significant_tokens
+
+        self.calls += 1
+        date = self.dates.get(session_id, "")
+        speakers = list(dict.fromkeys(str(t.get("role")) for t in turns))
+        points = []
+        for i, t in enumerate(turns):
+            content = str(t.get("content") or "")
+            if not content.strip():
+                continue
+            text = f"[{date}] {t.get('role')}: {content}"
+            points.append({"id": pt_id(text), "content": text, "pointKind": "observation", "reason": "NEW",
+                           "confidence": 0.5, "c_cal": 0.5, "about_entities": [str(t.get("role"))],
+                           "source_ref": f"turn:{i}", "quote": content[:200], "status": "draft",
+                           "search_keys": significant_tokens(content)[:4], "source_turn_id": i})
+        return {"session_id": session_id, "extractor": self.route, "summary": "",
+                "entities": [{"name": s, "kind": "core:person", "passes_frequency_gate": True} for s in speakers],
+                "events": [], "points": points, "operators": [], "supersessions": []}
+
+
+class PrecomputedEncoder:
+    """The store's MiniLM encoder behind a text-keyed cache that the arm fills in one batched call.
+
+    Injected through ``Tortoise(encoder=...)``. Capture embeds each stored turn and each extracted point with a
+    separate call per point; the arm knows those texts before capture, so it encodes them all at once
+    (``warm``) and the store's calls then read the cache. A text not in the cache (a redacted turn, a point an LM
+    wrote) is encoded on the spot. Vectors equal per-call encoding up to batch float noise."""
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+        self.dim = getattr(base, "dim", 384)
+        self.cache: dict[str, Any] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def warm(self, texts: list[str]) -> None:
+        from tortoise_sim.embed import cut_words
+
+        todo = list(dict.fromkeys(cut_words(t) for t in texts if cut_words(t) not in self.cache))
+        if todo:
+            for text, vec in zip(todo, self.base.encode(todo), strict=True):
+                self.cache[text] = vec
+
+    def encode(self, texts: Any) -> Any:
+        import numpy as np
+
+        items = list(texts)
+        missing = [t for t in dict.fromkeys(items) if t not in self.cache]
+        self.misses += len(missing)
+        self.hits += len(items) - len(missing)
+        if missing:
+            for text, vec in zip(missing, self.base.encode(missing), strict=True):
+                self.cache[text] = vec
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self.cache[t] for t in items]).astype(np.float32)
+
+
+class TortoiseArm:
+    """Rows ``tortoise-volunteer`` (the hook path) and ``tortoise-eval`` (search pool + source-session expansion)."""
+
+    name = "tortoise"
+    rows: tuple[str, ...] = ("tortoise-volunteer", "tortoise-eval")
+
+    def __init__(self, ctx: ArmContext, pool_limit: int = 10, volunteer_min_confidence: float | None = None) -> None:
+        from tortoise_sim import Tortoise
+        from tortoise_sim.store import StepClock
+
+        self.ctx = ctx
+        self.pool_limit = pool_limit
+        self.open_gate = volunteer_min_confidence
+        if volunteer_min_confidence is not None:
+            self.rows = (*self.rows, f"tortoise-volunteer-min{volunteer_min_confidence:g}")
+        if ctx.lm:
+            import dspy
+
+            from tortoise_sim.extraction import DspyExtractor
+
+            self.extractor: Any = DspyExtractor(dspy.LM(ctx.lm))
+        else:
+            self.extractor = TurnPointExtractor()
+        from tortoise_sim.embed import MiniLMEncoder
+
+        self.encoder = PrecomputedEncoder(MiniLMEncoder())
+        self.t = Tortoise(None, clock=StepClock(datetime(2026, 3, 1, 9, 0, tzinfo=UTC)), seed=ctx.seed,
+                          extractor=self.extractor, encoder=self.encoder)
+        self.conversation: Conversation | None = None
+        self.forms: dict[str, tuple[str, str]] = {}
+        self.turn_of: dict[tuple[str, int], str] = {}
+        self.digest = ""
+        self.captures: list[dict[str, Any]] = []
+        self.ingest_s = 0.0
+
+    def session_id(self, session: Session) -> str:
+        assert self.conversation is not None
+        return f"{self.conversation.sample_id}-s{session.index}"
+
+    def ingest(self, conversation: Conversation) -> None:
+        started = time.perf_counter()
+        self.conversation = conversation
+        texts = []
+        for s in conversation.sessions:
+            texts += [f"[{t.speaker}] {turn_body(t)}" for t in s.turns]
+            if isinstance(self.extractor, TurnPointExtractor):
+                texts += [f"[{s.date_time}] {t.speaker}: {turn_body(t)}" for t in s.turns]
+        self.encoder.warm(texts)
+        for s in conversation.sessions:
+            sid = self.session_id(s)
+            for i, t in enumerate(s.turns):
+                self.forms[t.dia_id] = (f"[{t.speaker}] {turn_body(t)}", f"{t.speaker}: {turn_body(t)}")
+                self.turn_of[(sid, i)] = t.dia_id
+            if isinstance(self.extractor, TurnPointExtractor):
+                self.extractor.dates[sid] = s.date_time
+            res = self.t.capture_session(capture_window(s), session_id=sid)
+            self.captures.append({k: res.get(k) for k in ("session_id", "turns", "extracted", "extraction_mode",
+                                                          "ok", "errors")})
+        self.digest, _ = self.t.hook_session_start()
+        self.ingest_s = time.perf_counter() - started
+
+    # ------------------------------------------------------------------------------------------ provenance
+    def _ids(self, text: str) -> frozenset[str]:
+        hay = squash(text)
+        return frozenset(i for i, (a, b) in self.forms.items() if squash(a) in hay or squash(b) in hay)
+
+    def _turn_for_point(self, pid: str) -> str | None:
+        row = self.t.get_point(pid) or {}
+        sid, idx = row.get("session_id"), row.get("source_turn_id")
+        if sid is None or idx is None:
+            m = re.match(r"^(.*)_t(\d+)$", pid)  # a turn Point: <sid>_t<i>
+            if not m:
+                return None
+            sid, idx = m.group(1), int(m.group(2))
+        return self.turn_of.get((str(sid), int(idx)))
+
+    # ------------------------------------------------------------------------------------------ rows
+    def _volunteer(self, probe: Probe, min_confidence: float | None = None) -> Delivery:
+        from tortoise_sim.hooks import hook_volunteer_turn
+        from tortoise_sim.volunteer import run_volunteer_pipeline
+
+        started = time.perf_counter()
+        stdin = json.dumps({"prompt": probe.question})
+        if min_confidence is None:
+            stdout, _code = self.t.hook_volunteer_turn(stdin, "codex")
+        else:
+            store = self.t.store
+            stdout, _code = hook_volunteer_turn(
+                stdin, "codex", store=store,
+                volunteer=lambda window: run_volunteer_pipeline(store, window, min_confidence=min_confidence))
+        block = ""
+        if stdout.strip():
+            block = json.loads(stdout)["hookSpecificOutput"]["additionalContext"]
+        ms = (time.perf_counter() - started) * 1000
+        pointed = _POINTER.findall(block)
+        named = [self._turn_for_point(p) for p in pointed]
+        text = "\n".join(x for x in (self.digest, block, probe.question) if x)
+        carried = self._ids(text)
+        meta = {"min_confidence": 0.7 if min_confidence is None else min_confidence,
+                "faithful": min_confidence is None, "pointers": pointed, "named_ids": sorted({n for n in named if n}),
+                "block_ids_carried": sorted(self._ids(block)), "digest_ids": sorted(self._ids(self.digest)),
+                "block_chars": len(block), "digest_chars": len(self.digest), "row_ms": round(ms, 3)}
+        return Delivery(text=text, dia_ids=carried, meta=meta)
+
+    def _eval(self, probe: Probe) -> Delivery:
+        started = time.perf_counter()
+        pool, _trace = self.t.search_points(probe.question, self.pool_limit)
+        temporal = probe.category == TEMPORAL_CATEGORY
+        expanded, report = self.t.expand_pool(pool, enabled=True, is_temporal=temporal)
+        ms = (time.perf_counter() - started) * 1000
+        lines = [f"- {h.get('content') or ''}" for h in expanded]
+        pool_text = "\n".join(lines)
+        text = "\n".join(x for x in (self.digest, pool_text, probe.question) if x)
+        ranked = [self._turn_for_point(str(h.get("id"))) for h in expanded]
+        meta = {"pool_size": len(pool), "expanded_size": len(expanded), "expansion_ran": bool(report.get("ran")),
+                "expansion_added": int(report.get("total") or 0), "is_temporal": temporal,
+                "ranked_ids": [r or "?" for r in ranked], "digest_ids": sorted(self._ids(self.digest)),
+                "row_ms": round(ms, 3)}
+        return Delivery(text=text, dia_ids=self._ids(text), meta=meta)
+
+    def deliver(self, probe: Probe) -> dict[str, Delivery]:
+        out = {"tortoise-volunteer": self._volunteer(probe), "tortoise-eval": self._eval(probe)}
+        if self.open_gate is not None:
+            out[self.rows[-1]] = self._volunteer(probe, self.open_gate)
+        return out
+
+    def stored(self) -> frozenset[str]:
+        rows = self.t.store.query("MATCH (p:Point) WHERE p.content IS NOT NULL RETURN p.content AS c")
+        return self._ids("\n".join(str(r["c"]) for r in rows))
+
+    def close(self) -> None:
+        self.t.close()
