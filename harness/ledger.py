@@ -44,6 +44,7 @@ class LedgerRow(BaseModel):
     note: str
     seconds: float
     source: str
+    source_path: str = ""  # "<path relative to the repo root>:<line>" of the demonstration function
 
 
 class Ledger(BaseModel):
@@ -71,6 +72,25 @@ def find_data_dir(explicit: Path | None = None) -> Path | None:
         if cand and Path(cand).is_dir():
             return Path(cand)
     return None
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def source_location(fn: Callable[..., Any]) -> str:
+    """``path:line`` of ``fn`` (the path relative to the repo root when inside it); ``""`` when unknown."""
+    import inspect
+
+    try:
+        path = Path(inspect.getsourcefile(inspect.unwrap(fn)) or "").resolve()
+        line = inspect.getsourcelines(inspect.unwrap(fn))[1]
+    except (OSError, TypeError):
+        return ""
+    try:
+        path = path.relative_to(REPO_ROOT)
+    except ValueError:
+        pass
+    return f"{path.as_posix()}:{line}"
 
 
 def _jsonable(value: Any) -> Any:
@@ -146,7 +166,8 @@ def run_claim(c: Claim, *, seed: int = 0, data_dir: Path | None = None, quick: b
         evidence = f"{evidence}\n\n{cap.text()}" if evidence else cap.text()
     return LedgerRow(id=c.id, design=c.design, record=c.record, kind=c.kind, statement=c.statement,
                      verdict=obs.verdict, measured=_jsonable(obs.measured), evidence=evidence,
-                     note=obs.note, seconds=round(seconds, 3), source=c.source)
+                     note=obs.note, seconds=round(seconds, 3), source=c.source,
+                     source_path=source_location(c.demonstrate))
 
 
 def run_claims(claims: Sequence[Claim], *, seed: int = 0, data_dir: Path | None = None, quick: bool = False,
@@ -220,58 +241,158 @@ _HTML_HEAD = """<!doctype html><html lang="en"><head><meta charset="utf-8"><titl
 <style>
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}
 table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}
-th{background:#f3f3f3;cursor:pointer;user-select:none}th:hover{background:#e6e6e6}
+th{background:#f3f3f3}table.sortable th{cursor:pointer;user-select:none;white-space:nowrap}#claims td:first-child{white-space:nowrap}
+table.sortable th:hover{background:#e6e6e6}th .dir{color:#245;font-size:small;margin-left:4px}
 .holds{background:#e6f6e6}.refuted{background:#fdf1d8}.error{background:#f9d6d6}.skipped{background:#ececec}
 pre{white-space:pre-wrap;max-height:30em;overflow:auto;background:#fafafa;padding:6px;margin:4px 0}
 summary{cursor:pointer;color:#245}table.counts{width:auto;margin-bottom:1em}.counts td{text-align:right}
+.filters{display:flex;flex-wrap:wrap;gap:1em;align-items:center;margin:0.5em 0 1em 0;padding:0.6em;
+background:#f6f8fa;border:1px solid #ddd}.filters label{font-size:small}.filters input[type=search]{width:22em}
+table.eo{width:auto;margin:4px 0;font-size:small}table.eo td,table.eo th{padding:2px 6px;border-color:#ddd}
+table.eo td.bad{background:#f9d6d6}table.eo code{white-space:pre-wrap}
+.links{font-size:small;color:#777}.links a{color:#245}
 </style></head><body>"""
 
 _HTML_SCRIPT = """<script>
-document.querySelectorAll('table.sortable th').forEach(function(th, col){
-  th.addEventListener('click', function(){
-    var table = th.closest('table'), body = table.tBodies[0];
-    var rows = Array.prototype.slice.call(body.rows);
-    var asc = th.dataset.asc !== '1'; th.dataset.asc = asc ? '1' : '0';
-    rows.sort(function(a, b){
-      var x = a.cells[col].dataset.key || a.cells[col].innerText, y = b.cells[col].dataset.key || b.cells[col].innerText;
-      var nx = parseFloat(x), ny = parseFloat(y);
-      var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
-      return asc ? c : -c;
+(function(){
+  var table = document.getElementById('claims'), body = table.tBodies[0];
+  var sel = {design: document.getElementById('f-design'), verdict: document.getElementById('f-verdict'),
+             kind: document.getElementById('f-kind')};
+  var text = document.getElementById('f-text'), shown = document.getElementById('f-count');
+  function applyFilters(){
+    var q = text.value.trim().toLowerCase(), n = 0;
+    Array.prototype.forEach.call(body.rows, function(r){
+      var ok = ['design', 'verdict', 'kind'].every(function(k){
+        return !sel[k].value || r.dataset[k] === sel[k].value; });
+      if (ok && q) { ok = r.innerText.toLowerCase().indexOf(q) >= 0; }
+      r.style.display = ok ? '' : 'none'; if (ok) { n++; }
     });
-    rows.forEach(function(r){ body.appendChild(r); });
+    shown.textContent = n + ' of ' + body.rows.length + ' claims shown';
+  }
+  [sel.design, sel.verdict, sel.kind].forEach(function(s){ s.addEventListener('change', applyFilters); });
+  text.addEventListener('input', applyFilters);
+  var heads = table.tHead.rows[0].cells;
+  Array.prototype.forEach.call(heads, function(th, col){
+    if (th.dataset.nosort) { return; }
+    th.addEventListener('click', function(){
+      var asc = th.getAttribute('aria-sort') !== 'ascending';
+      Array.prototype.forEach.call(heads, function(h){
+        h.removeAttribute('aria-sort'); var d = h.querySelector('.dir'); if (d) { d.textContent = ''; } });
+      th.setAttribute('aria-sort', asc ? 'ascending' : 'descending');
+      th.querySelector('.dir').textContent = asc ? '\\u25b2 ascending' : '\\u25bc descending';
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function(a, b){
+        var x = a.cells[col].dataset.key || a.cells[col].innerText, y = b.cells[col].dataset.key || b.cells[col].innerText;
+        var nx = parseFloat(x), ny = parseFloat(y);
+        var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+        return asc ? c : -c;
+      });
+      rows.forEach(function(r){ body.appendChild(r); });
+    });
   });
-});
+  applyFilters();
+})();
 </script>"""
 
 
+def _short(value: Any, limit: int = 300) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def expected_observed(measured: dict[str, Any]) -> list[tuple[str, Any, Any, bool]]:
+    """``(name, expected, observed, matches)`` rows recorded by the Observation API: ``compare()`` stores the
+    prediction under ``measured["expected"]`` (observed values under their own keys, misses under
+    ``mismatches``); ``from_checks()`` stores named checks whose expected value is ``true``."""
+    rows: list[tuple[str, Any, Any, bool]] = []
+    misses = measured.get("mismatches") or {}
+    if isinstance(measured.get("expected"), dict):
+        for key, want in measured["expected"].items():
+            if key in misses:
+                rows.append((key, want, misses[key].get("observed"), False))
+            else:
+                rows.append((key, want, measured.get(key, want), True))
+    elif isinstance(misses, dict) and misses:  # a ledger written before "expected" was recorded
+        rows += [(k, v.get("expected"), v.get("observed"), False) for k, v in misses.items()]
+    if isinstance(measured.get("checks"), dict):
+        rows += [(name, True, ok, ok is True) for name, ok in measured["checks"].items()]
+    return rows
+
+
+def _links(r: LedgerRow, out_dir: Path) -> str:
+    """Relative links from the page to the demonstration's source and to its docs section."""
+    import os
+
+    e = html.escape
+    parts = []
+    if r.source_path:
+        path, _, line = r.source_path.rpartition(":")
+        target = Path(path) if Path(path).is_absolute() else REPO_ROOT / path
+        href = os.path.relpath(target, out_dir.resolve()).replace(os.sep, "/") + (f"#L{line}" if line else "")
+        parts.append(f"source <a href='{e(href)}'>{e(r.source_path)}</a> ({e(r.source)})")
+    else:
+        parts.append(e(r.source))
+    doc = os.path.relpath(REPO_ROOT / "docs" / f"{r.design}.md", out_dir.resolve()).replace(os.sep, "/")
+    anchor = r.id.lower()
+    parts.append(f"docs <a href='{e(doc)}#{e(anchor)}'>docs/{e(r.design)}.md#{e(anchor)}</a>")
+    return "<div class='links'>" + " &middot; ".join(parts) + "</div>"
+
+
 def write_html(ledger: Ledger, path: Path) -> Path:
-    """A self-contained page: counts per design and kind, a sortable table, evidence folded per row."""
+    """A self-contained page: counts per design and kind, filters (design, verdict, kind, free text), a table
+    sortable by any column with the direction shown, expected versus observed per claim, evidence folded per
+    row, and relative links to each demonstration's source and docs section."""
     e = html.escape
     counts = ledger.counts()
     parts = [_HTML_HEAD, "<h1>memsim claims ledger</h1>",
              f"<p>Created {e(ledger.created)} with memsim {e(ledger.memsim_version)} on {e(ledger.machine)}, "
-             f"Python {e(ledger.python)}. Click a column header to sort.</p>",
+             f"Python {e(ledger.python)}. Click a column header to sort (click again to reverse).</p>",
              "<table class='counts'><thead><tr><th>scope</th>" + "".join(f"<th>{v}</th>" for v in VERDICTS)
              + "</tr></thead><tbody>"]
     for scope, c in sorted(counts.items(), key=lambda kv: (kv[0] == "all", kv[0])):
         parts.append(f"<tr><td style='text-align:left'>{e(scope)}</td>"
                      + "".join(f"<td>{c[v]}</td>" for v in VERDICTS) + "</tr>")
-    parts.append("</tbody></table><h2>Claims</h2><table class='sortable'><thead><tr><th>id</th><th>design</th>"
-                 "<th>record</th><th>kind</th><th>verdict</th><th>seconds</th><th>statement and evidence</th>"
-                 "</tr></thead><tbody>")
+    parts.append("</tbody></table><h2>Claims</h2>")
+
+    def options(name: str, values: list[str]) -> str:
+        opts = "".join(f"<option value='{e(v)}'>{e(v)}</option>" for v in values)
+        return (f"<label>{name} <select id='f-{name}' aria-label='filter by {name}'><option value=''>all</option>"
+                f"{opts}</select></label>")
+
+    designs = sorted({r.design for r in ledger.rows})
+    kinds = sorted({r.kind for r in ledger.rows})
+    parts.append("<div class='filters'>" + options("design", designs) + options("verdict", list(VERDICTS))
+                 + options("kind", kinds) + "<label>text <input type='search' id='f-text' "
+                 "placeholder='id, statement, evidence...' aria-label='filter by text'></label>"
+                 "<span id='f-count'></span></div>")
+    heads = ["id", "design", "record", "kind", "verdict", "seconds"]
+    parts.append("<table class='sortable' id='claims'><thead><tr>"
+                 + "".join(f"<th>{h}<span class='dir'></span></th>" for h in heads)
+                 + "<th data-nosort='1'>statement, expected vs observed, evidence</th></tr></thead><tbody>")
+    out_dir = path.parent
     for r in ledger.rows:
         prefix, _, num = r.id.partition("-")
         key = f"{prefix}-{int(num):04d}" if num.isdigit() else r.id
         detail = [f"<div>{e(r.statement)}</div>"]
         if r.note:
             detail.append(f"<div><em>{e(r.note)}</em></div>")
+        eo = expected_observed(r.measured)
+        if eo:
+            detail.append("<table class='eo'><tr><th></th><th>expected</th><th>observed</th></tr>" + "".join(
+                f"<tr><td>{'&#10003;' if ok else '&#10007;'} {e(name)}</td><td><code>{e(_short(want))}</code></td>"
+                f"<td class='{'' if ok else 'bad'}'><code>{e(_short(got))}</code></td></tr>"
+                for name, want, got, ok in eo) + "</table>")
+        elif r.verdict in ("holds", "refuted"):
+            detail.append("<div class='links'>no expected values recorded (see measured)</div>")
         if r.measured:
             detail.append("<details><summary>measured</summary><pre>"
                           + e(json.dumps(r.measured, indent=2, ensure_ascii=False)) + "</pre></details>")
         if r.evidence:
             detail.append(f"<details><summary>evidence</summary><pre>{e(r.evidence)}</pre></details>")
-        detail.append(f"<div style='color:#777;font-size:small'>{e(r.source)}</div>")
-        parts.append(f"<tr class='{e(r.verdict)}'><td data-key='{e(key)}'>{e(r.id)}</td><td>{e(r.design)}</td>"
+        detail.append(_links(r, out_dir))
+        parts.append(f"<tr class='{e(r.verdict)}' id='{e(r.id.lower())}' data-design='{e(r.design)}' "
+                     f"data-verdict='{e(r.verdict)}' data-kind='{e(r.kind)}'>"
+                     f"<td data-key='{e(key)}'>{e(r.id)}</td><td>{e(r.design)}</td>"
                      f"<td>{e(r.record)}</td><td>{e(r.kind)}</td><td>{e(r.verdict)}</td><td>{r.seconds:.2f}</td>"
                      f"<td>{''.join(detail)}</td></tr>")
     parts += ["</tbody></table>", _HTML_SCRIPT, "</body></html>"]

@@ -52,7 +52,8 @@ class Observation(BaseModel):
                 note: str = "") -> Observation:
         """Holds iff every expected key equals the observed value (floats within ``tol``).
 
-        ``measured`` gets the observed values (plus anything passed in ``measured``); mismatches are listed as
+        ``measured`` gets the observed values (plus anything passed in ``measured``) and the prediction under
+        ``measured["expected"]`` (the ledger shows them side by side); mismatches are listed as
         ``{key: {"expected": ..., "observed": ...}}`` under ``measured["mismatches"]``.
         """
         mismatches: dict[str, Any] = {}
@@ -61,6 +62,9 @@ class Observation(BaseModel):
             if got is _MISSING or not values_match(want, got, tol):
                 mismatches[key] = {"expected": want, "observed": None if got is _MISSING else got}
         out = {**dict(observed), **dict(measured or {})}
+        if "expected" in out:
+            raise ValueError("Observation.compare: 'expected' is reserved in measured/observed for the prediction")
+        out["expected"] = dict(expected)
         if mismatches:
             out["mismatches"] = mismatches
             return cls.refuted(out, evidence, note)

@@ -136,3 +136,56 @@ def test_fault_injection_claim_keeps_the_terminal_clean(capfd) -> None:
     _out, err = capfd.readouterr()
     assert "journal write failed" not in err
     assert row.verdict == "holds" and "journal write failed for PointAdded" in row.evidence
+
+
+def _checks(ctx: ClaimContext) -> Observation:
+    return Observation.from_checks({"file_written": True, "not_leaked": False})
+
+
+def test_compare_records_expected_for_side_by_side() -> None:
+    obs = Observation.compare({"a": 1, "b": [1, 2]}, {"a": 1, "b": [2, 1], "extra": 3})
+    assert obs.measured["expected"] == {"a": 1, "b": [1, 2]} and obs.measured["extra"] == 3
+    with pytest.raises(ValueError, match="reserved"):
+        Observation.compare({"x": 1}, {"x": 1, "expected": 2})
+
+
+def test_html_filters_sort_direction_expected_observed_and_links(tmp_path: Path) -> None:
+    from harness.ledger import REPO_ROOT, expected_observed
+
+    claims = [*_claims(), Claim("T-4", "fractal", "rec-c", "checks", "consequence", _checks)]
+    ledger = run_claims(claims, progress=False)
+    rows = {r.id: r for r in ledger.rows}
+    assert expected_observed(rows["T-2"].measured) == [("length", 20, 25, False)]
+    assert expected_observed(rows["T-1"].measured) == [("files", ["probe.txt"], ["probe.txt"], True)]
+    assert expected_observed(rows["T-4"].measured) == [("file_written", True, True, True),
+                                                      ("not_leaked", True, False, False)]
+    out = tmp_path / "site" / "ledger"
+    page = write_all(ledger, out)[2].read_text()
+    # filters: design, verdict, kind, free text, and a live count
+    for control in ("id='f-design'", "id='f-verdict'", "id='f-kind'", "id='f-text'", "id='f-count'"):
+        assert control in page
+    assert "<option value='fractal'>fractal</option>" in page and "<option value='refuted'>refuted</option>" in page
+    assert "data-design='harness' data-verdict='refuted' data-kind='consequence'" in page
+    # sort direction shown on the header (aria-sort + arrow), script present
+    assert page.count("<span class='dir'></span>") == 6 and "aria-sort" in page and "descending" in page
+    # expected versus observed, a mismatch marked
+    assert "<th>expected</th><th>observed</th>" in page and "class='bad'><code>25</code>" in page
+    # links: the demonstration's source (path:line, relative to the page) and the docs anchor
+    src = rows["T-1"].source_path
+    path, _, line = src.rpartition(":")
+    assert path == "tests/harness/test_ledger.py" and int(line) > 0
+    assert (REPO_ROOT / path).read_text().splitlines()[int(line) - 1].startswith("def _holds(")
+    href = re.search(r"source <a href='([^']+)'>" + re.escape(src), page).group(1)
+    assert href.endswith(f"{path}#L{line}") and not href.startswith("/")
+    assert (out / href.split("#")[0]).resolve() == (REPO_ROOT / path).resolve()
+    doc = re.search(r"docs <a href='([^']+)'>docs/harness\.md#t-1</a>", page).group(1)
+    assert doc.endswith("docs/harness.md#t-1") and (out / doc.split("#")[0]).resolve() == REPO_ROOT / "docs" / "harness.md"
+
+
+def test_real_claim_rows_link_to_their_decorated_function() -> None:
+    from harness.ledger import REPO_ROOT, source_location
+
+    (tor,) = all_claims(ids=["TOR-42"])
+    path, _, line = source_location(tor.demonstrate).rpartition(":")
+    assert path.startswith("harness/claims/tortoise_") and path.endswith(".py")
+    assert '@claim("TOR-42"' in (REPO_ROOT / path).read_text().splitlines()[int(line) - 1]
