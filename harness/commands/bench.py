@@ -115,3 +115,37 @@ def locomo(
     _run(mod.run, out, quick, progress, seed=seed, data=data, conversations=conversation, arms=arms,
          k_values=tuple(k or (4, 8)), lm=lm, lm_base=lm_base, echo=console.print)
 
+
+@app.command()
+def sweep(
+    config: Annotated[Path, typer.Argument(help="Sweep file (YAML): benchmark, seeds, configs, sizes, metric; see "
+                                                "benchmarks/sweeps/*.yaml and the module docs of benchmarks.sweep.")],
+    executor: Annotated[str, typer.Option(help="'local' (a process pool) or 'ray' (a local Ray cluster, or the "
+                                               "cluster at --address).")] = "local",
+    address: Annotated[str | None, typer.Option(help="Ray cluster to join, e.g. 'auto' or 'ray://head:10001' "
+                                                     "(only with --executor ray).")] = None,
+    workers: Annotated[int | None, typer.Option(min=1, help="Parallel cells (default: the file's 'workers', "
+                                                            "else 1).")] = None,
+    out: OutOpt = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Run a grid of seeds x configurations x sizes (selectors, cbr-loop, locomo) and report the mean and a 95%
+    confidence interval per row, plus paired differences; writes sweep-<name>.{json,md,png}."""
+    from benchmarks import sweep as mod
+    from benchmarks.common import RESULTS_DIR, progress_bar
+
+    if executor not in ("local", "ray"):
+        raise fail(f"unknown executor {executor!r}; choose local or ray")
+    if address and executor != "ray":
+        raise fail("--address needs --executor ray")
+    try:
+        with progress_bar(progress) as track:
+            paths = mod.run(config, out or RESULTS_DIR, executor=executor, address=address,  # type: ignore[arg-type]
+                            workers=workers, track=track)
+    except (OSError, ValueError, ImportError) as exc:
+        from rich.markup import escape
+
+        raise fail(escape(str(exc) if isinstance(exc, ValueError | ImportError) else f"{type(exc).__name__}: {exc}")
+                   ) from None
+    for p in paths:
+        console.print(f"wrote {p}", soft_wrap=True)

@@ -1,0 +1,122 @@
+"""``memsim bench sweep``: config validation, the statistics, and local vs Ray executors cell by cell."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from benchmarks import sweep
+from harness.cli import app
+
+runner = CliRunner()
+
+TINY = """\
+name: tiny
+benchmark: {bench}
+seeds: [3, 4]
+sizes: [{size}]
+configs: {configs}
+metric: "{metric}"
+compare: {compare}
+workers: 2
+"""
+
+
+def _tiny_selectors(tmp: Path) -> Path:
+    p = tmp / "sel.yaml"
+    p.write_text(TINY.format(bench="selectors", size="{n_cases: 60, n_queries: 6}",
+                             configs="[{selectors: [oracle, bm25, recency, random]}]", metric="P@8",
+                             compare='[["BM25 (bm25s)", "random"]]'), encoding="utf-8")
+    return p
+
+
+def _tiny_cbr(tmp: Path) -> Path:
+    p = tmp / "cbr.yaml"
+    p.write_text(TINY.format(bench="cbr-loop", size="{rounds: 2, per_round: 4}",
+                             configs="[{arm: none, k: 8}, {arm: oracle, k: 2}]", metric="mean_accuracy",
+                             compare='[["oracle K=2", "no memory K=8"]]'), encoding="utf-8")
+    return p
+
+
+def test_config_errors_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    for text, needle in [("name: x\nbenchmark: nope\nseeds: 2\nconfigs: [{}]\nmetric: m\n", "benchmark"),
+                         ("name: x\nbenchmark: cbr-loop\nseeds: [1, 1]\nconfigs: [{}]\nmetric: m\n", "distinct"),
+                         ("name: x\nbenchmark: cbr-loop\nseeds: 2\nconfigs: [{}]\nmetric: m\nextra: 1\n", "extra"),
+                         ("name: x\nbenchmark: selectors\nseeds: 2\nconfigs: [{selectors: [bm26]}]\nmetric: m\n",
+                          "bm26"),
+                         ("[unclosed", "not valid YAML")]:
+        bad.write_text(text, encoding="utf-8")
+        with pytest.raises(ValueError, match=needle) as exc:
+            sweep.load_config(bad)
+        assert str(bad) in str(exc.value)
+    res = runner.invoke(app, ["bench", "sweep", str(bad), "--no-progress"])
+    assert res.exit_code == 1 and res.stderr.startswith("error:") and str(bad) in res.stderr
+    res = runner.invoke(app, ["bench", "sweep", str(bad), "--address", "auto"])
+    assert res.exit_code == 1 and "--executor ray" in res.stderr
+
+
+def test_t_interval_and_holm() -> None:
+    st = sweep.t_interval([1.0, 2.0, 3.0])
+    # t_{0.975,2} = 4.302653 (table value); sd = 1
+    assert st["mean"] == 2.0 and st["sd"] == 1.0
+    assert st["ci"] == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
+    assert math.isnan(sweep.t_interval([0.5])["ci"])
+    assert sweep.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+
+
+def test_aggregate_pairs_by_seed() -> None:
+    cfg = sweep.SweepConfig(name="t", benchmark="cbr-loop", seeds=[0, 1, 2], configs=[{}], metric="m",
+                            compare=[("a", "b")])
+    # b is about a + 0.1 on every seed, though the seeds themselves vary a lot: a paired test finds it
+    res = [{"cell": {"seed": s, "size": {}}, "rows": [{"name": "a", "m": base}, {"name": "b", "m": base + gap}]}
+           for s, (base, gap) in enumerate([(0.1, 0.09), (0.5, 0.1), (0.9, 0.11)])]
+    agg = sweep.aggregate(res, cfg)
+    d = agg["differences"][0]
+    assert d["diff_mean"] == pytest.approx(-0.1) and d["significant"]
+    assert agg["rows"][0]["stats"]["m"]["ci"] > 0.5  # unpaired interval is wide
+
+
+def _cells(payload: dict) -> list[tuple[str, list]]:
+    return [(json.dumps(c["cell"], sort_keys=True), c["rows"]) for c in payload["cells"]]
+
+
+@pytest.mark.slow  # starts a 2-CPU Ray cluster and a 2-process pool: 20-50 s on a busy 2-core machine
+def test_local_and_ray_executors_agree_cell_by_cell(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    cfgs = [_tiny_selectors(tmp_path), _tiny_cbr(tmp_path)]
+    todo = [c for p in cfgs for c in sweep.cells(sweep.load_config(p))]
+    local = sweep.run_local(todo, workers=2)
+    ray_res = sweep.run_ray(todo, workers=2)
+    assert len(local) == len(ray_res) == len(todo) == 6
+    for a, b, c in zip(local, ray_res, todo, strict=True):
+        assert a["cell"] == b["cell"] == c
+        assert a["rows"] == b["rows"]  # exact equality of every metric
+    # the seeds matter: two seeds of one config give different rows (so equality above is not vacuous)
+    assert local[0]["rows"] != local[1]["rows"]
+
+
+def test_cli_writes_tables_and_figure(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["bench", "sweep", str(_tiny_cbr(tmp_path)), "--out", str(out), "--no-progress",
+                              "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    for ext in ("json", "md", "png"):
+        assert f"wrote {out / f'sweep-tiny.{ext}'}" in res.output
+    payload = json.loads((out / "sweep-tiny.json").read_text())
+    rows = {r["name"]: r for r in payload["aggregate"]["rows"]}
+    vals = [c["rows"][0]["mean_accuracy"] for c in payload["cells"] if c["cell"]["config"]["arm"] == "none"]
+    assert rows["no memory K=8"]["stats"]["mean_accuracy"]["mean"] == pytest.approx(sum(vals) / 2)
+    md = (out / "sweep-tiny.md").read_text()
+    assert "±" in md and "| oracle K=2 | no memory K=8 |" in md
+
+
+def test_ray_missing_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    res = runner.invoke(app, ["bench", "sweep", str(_tiny_cbr(tmp_path)), "--executor", "ray", "--no-progress"])
+    assert res.exit_code == 1 and "pip install -e '.[ray]'" in res.stderr
