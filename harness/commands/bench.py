@@ -149,3 +149,26 @@ def sweep(
                    ) from None
     for p in paths:
         console.print(f"wrote {p}", soft_wrap=True)
+
+
+@app.command()
+def serve(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    sizes: Annotated[list[int] | None, typer.Option("--size", min=10, help="Store sizes in points (repeatable; "
+                                                                         "default 1000, 10000, 100000; quick 300, "
+                                                                         "1000).")] = None,
+    cache_dir: Annotated[Path | None, typer.Option(help="Where built stores are kept between runs (default "
+                                                        "$MEMSIM_BENCH_CACHE or ~/.cache/memsim/bench-serve).")] = None,
+    load_seconds: Annotated[float | None, typer.Option(min=1.0, help="Length of the 8-client load test (default "
+                                                                     "60; quick 15).")] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Tortoise hook end to end (spawn to JSON on stdout): cold (no service) vs warm (resident service) for courtesy
+    and retrieval prompts per store size, the legacy typer path at the smallest size, the first hook after a
+    capture, 8 concurrent hook clients with a capture every 5 s, and the service's memory."""
+    from benchmarks import serve as mod
+
+    _run(mod.run, out, quick, progress, seed=seed, echo=console.print, sizes=list(sizes) if sizes else None,
+         cache_dir=cache_dir, load_seconds=load_seconds)

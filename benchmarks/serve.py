@@ -1,0 +1,544 @@
+"""``memsim bench serve``: the Tortoise hook end to end, without and with the resident service.
+
+What is timed is what a harness sees: **process spawn to JSON on stdout** of the real console entry
+``memsim tortoise hook-volunteer --harness claude --db STORE`` fed a Claude Code ``UserPromptSubmit`` payload on
+stdin (``subprocess.Popen`` + ``communicate``; the hook exits right after flushing its output).
+
+Sections, per store size (1e3 / 1e4 / 1e5 points by default):
+
+- **cold** (no service): the hook client finds no socket and runs the in-process path (read-only Kuzu, numpy
+  MiniLM, the search/why caches built in the process);
+- **warm** (service): ``python -m tortoise_sim.service`` holds the store, the hook is a socket round trip;
+- **legacy** (1e3 only): today's typer command body (``harness.cli`` app in-process: typer, sentence-transformers,
+  read-write Kuzu open, no fast exit), for the before/after ratio;
+- **first volunteer after a capture**: a capture is sent to the service, then one hook is spawned at once
+  (the service refreshes its caches after the write before it answers the capture);
+- **load** (largest size): 8 concurrent hook clients (each a loop of spawned hook processes, alternating retrieval
+  and courtesy prompts) for 60 s while ``memsim tortoise capture`` runs every 5 s through the service: p50 / p95 /
+  p99, throughput, errors (non-zero exit, a traceback on stderr, output that is not the harness JSON, or a
+  retrieval prompt that printed nothing while the same prompt fired before the load), and the latency of the first
+  hook started after each capture returned;
+- **service memory**: VmRSS of the service process after warm-up and after the load.
+
+Prompts: retrieval = synthetic CBR-world questions (explicit asks, so the pipeline always searches); courtesy =
+short thanks (no graph access, TOR-38). Stores: facts about the world's entities, MiniLM vectors from
+sentence-transformers in batches, written with ``bulk_create_points`` (as ``benchmarks.cost_tortoise``), cached
+under ``--cache-dir`` (default ``~/.cache/memsim/bench-serve``) and copied per run (the load test writes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import machine_description, md_table, meta_block, percentile, write_results
+
+COURTESY = ["thanks!", "great, thank you", "ok, got it", "perfect, thanks a lot", "awesome", "thank you!"]
+HOOK_ENV_DROP = ("MEMSIM_TORTOISE_SOCKET", "MEMSIM_TORTOISE_DB")
+
+
+def _memsim() -> str:
+    exe = Path(sys.executable).parent / "memsim"
+    return str(exe) if exe.exists() else "memsim"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in HOOK_ENV_DROP}
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def _payload(prompt: str, i: int = 0) -> bytes:
+    return json.dumps({"session_id": f"bench-{i}", "hook_event_name": "UserPromptSubmit", "prompt": prompt,
+                       "cwd": os.getcwd()}).encode()
+
+
+def spawn_hook(db: Path, prompt: str, i: int = 0, cmd: list[str] | None = None) -> dict[str, Any]:
+    """One hook process, timed from spawn to stdout EOF."""
+    argv = cmd or [_memsim(), "tortoise", "hook-volunteer", "--harness", "claude", "--db", str(db)]
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    out, err = p.communicate(_payload(prompt, i), timeout=600)
+    dt = time.perf_counter() - t0
+    return {"s": dt, "rc": p.returncode, "stdout": out.decode("utf-8", "replace"),
+            "stderr": err.decode("utf-8", "replace")}
+
+
+LEGACY_CMD = [sys.executable, "-c", "import sys; from harness.cli import app; sys.argv[0] = 'memsim'; app()"]
+
+
+def _summary(xs: list[float]) -> dict[str, Any]:
+    if not xs:
+        return {"n": 0}
+    return {"n": len(xs), "p50_ms": 1000 * statistics.median(xs), "p95_ms": 1000 * percentile(xs, 95),
+            "p99_ms": 1000 * percentile(xs, 99), "mean_ms": 1000 * statistics.fmean(xs), "max_ms": 1000 * max(xs)}
+
+
+def _bad(r: dict[str, Any]) -> str | None:
+    if r["rc"] != 0:
+        return f"exit {r['rc']}"
+    if "Traceback" in r["stderr"]:
+        return "traceback on stderr"
+    if r["stdout"]:
+        try:
+            obj = json.loads(r["stdout"])
+            assert r["stdout"].count("\n") == 1 and "hookSpecificOutput" in obj
+        except (ValueError, AssertionError):
+            return "output is not one line of harness JSON"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------- stores
+def _facts(world: Any, n: int, seed: int) -> list[str]:
+    from benchmarks.cost_tortoise import _facts as facts
+
+    return facts(world, n, seed)
+
+
+def build_store(cache_dir: Path, n: int, seed: int, track: Callable) -> tuple[Path, dict[str, Any]]:
+    """The cached store for ``n`` points (built on first use); returns its path and build info."""
+    from benchmarks.cost_tortoise import PrecomputedMiniLM, _fill
+    from harness.worlds import CBRWorld
+    from tortoise_sim.config import SimConfig
+    from tortoise_sim.sdk import Tortoise
+    from tortoise_sim.store import StepClock
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    path = cache_dir / f"serve_{n}_{seed}.kuzu"
+    marker = cache_dir / f"serve_{n}_{seed}.json"
+    if marker.exists() and path.exists():
+        info = json.loads(marker.read_text(encoding="utf-8"))
+        info["cached"] = True
+        return path, info
+    for p in cache_dir.glob(f"serve_{n}_{seed}.kuzu*"):
+        p.unlink() if p.is_file() else shutil.rmtree(p)
+    world = CBRWorld(seed=seed)
+    facts = _facts(world, n, seed)
+    enc = PrecomputedMiniLM()
+    t0 = time.perf_counter()
+    enc.precompute(facts)
+    embed_s = time.perf_counter() - t0
+    t = Tortoise(path, config=SimConfig(), encoder=enc, clock=StepClock(), seed=seed)
+    try:
+        load_s = _fill(t, facts, track)
+    finally:
+        t.close()
+    info = {"points": n, "embed_s": embed_s, "load_s": load_s, "bytes": _size(path)}
+    marker.write_text(json.dumps(info), encoding="utf-8")
+    info["cached"] = False
+    return path, info
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
+
+
+def _copy_store(src: Path, dst_dir: Path) -> Path:
+    dst = dst_dir / src.name
+    for p in src.parent.glob(src.name + "*"):
+        if p.is_file():
+            shutil.copy2(p, dst_dir / p.name)
+    return dst
+
+
+# ----------------------------------------------------------------------------------------------------- service
+class Service:
+    def __init__(self, db: Path) -> None:
+        from tortoise_sim.hook_client import socket_path_for
+
+        self.db = db
+        self.sock = socket_path_for(str(db))
+        self.pid: int | None = None
+        self.start_s: float | None = None
+
+    def __enter__(self) -> Service:
+        from tortoise_sim.service import start_detached
+
+        t0 = time.perf_counter()
+        res = start_detached(self.db, self.sock, timeout=900.0)
+        self.start_s = time.perf_counter() - t0
+        self.pid = res["pid"]
+        return self
+
+    def status(self) -> dict[str, Any]:
+        from tortoise_sim.hook_client import call
+
+        return call(self.sock, "status", timeout=600.0) or {}
+
+    def capture(self, i: int) -> float:
+        from tortoise_sim.hook_client import call
+
+        t0 = time.perf_counter()
+        call(self.sock, "capture", {"conversation": [
+            {"role": "user", "content": f"decision: bench capture {i} keeps the weekly release train"},
+            {"role": "assistant", "content": f"Noted: capture {i}."}], "session_id": f"bench-cap-{i}"},
+            timeout=600.0)
+        return time.perf_counter() - t0
+
+    def __exit__(self, *exc: object) -> None:
+        from tortoise_sim.service import stop
+
+        stop(self.sock, timeout=120.0)
+
+
+def capture_cli(db: Path, i: int) -> dict[str, Any]:
+    conv = json.dumps([{"role": "user", "content": f"decision: load capture {i} moves the standup to 10:00"},
+                       {"role": "assistant", "content": f"Noted: load capture {i}."}])
+    t0 = time.perf_counter()
+    p = subprocess.run([_memsim(), "tortoise", "capture", "--db", str(db), "--session-id", f"load-{i}"],
+                       input=conv.encode(), capture_output=True, env=_env(), timeout=900)
+    return {"s": time.perf_counter() - t0, "rc": p.returncode, "stderr": p.stderr.decode("utf-8", "replace")[-300:]}
+
+
+# ----------------------------------------------------------------------------------------------------- sections
+def latency_block(db: Path, prompts: list[str], n: int, label: str, track: Callable,
+                  cmd: list[str] | None = None) -> dict[str, Any]:
+    times, errors, fired, outs = [], [], 0, []
+    for i in track(range(n), description=label, total=n):
+        r = spawn_hook(db, prompts[i % len(prompts)], i, cmd=[*cmd, "--db", str(db)] if cmd else None)
+        times.append(r["s"])
+        bad = _bad(r)
+        if bad:
+            errors.append(bad)
+        fired += bool(r["stdout"])
+        outs.append(r["stdout"])
+    return {**_summary(times), "errors": len(errors), "error_kinds": sorted(set(errors)), "fired": fired,
+            "outputs": outs}
+
+
+def load_test(db: Path, svc: Service, retrieval: list[str], expected: dict[str, str], *, clients: int,
+              seconds: float, capture_every: float) -> dict[str, Any]:
+    stop_at = time.perf_counter() + seconds
+    lock = threading.Lock()
+    samples: list[dict[str, Any]] = []
+    captures: list[dict[str, Any]] = []
+
+    def client(k: int) -> None:
+        i = 0
+        while time.perf_counter() < stop_at:
+            retrieval_turn = i % 2 == 0
+            prompt = retrieval[(k * 131 + i) % len(retrieval)] if retrieval_turn else COURTESY[i % len(COURTESY)]
+            t_start = time.perf_counter()
+            r = spawn_hook(db, prompt, k * 100000 + i)
+            bad = _bad(r)
+            if not bad and retrieval_turn and expected.get(prompt) and not r["stdout"]:
+                bad = "retrieval prompt printed nothing"
+            with lock:
+                samples.append({"t0": t_start, "t1": t_start + r["s"], "s": r["s"], "kind":
+                                "retrieval" if retrieval_turn else "courtesy", "error": bad})
+            i += 1
+
+    def writer() -> None:
+        j = 0
+        next_t = time.perf_counter() + capture_every
+        while True:
+            now = time.perf_counter()
+            if next_t > stop_at:
+                return
+            if now < next_t:
+                time.sleep(min(0.05, next_t - now))
+                continue
+            t0 = time.perf_counter()
+            c = capture_cli(db, j)
+            with lock:
+                captures.append({"t0": t0, "t1": t0 + c["s"], **c})
+            j += 1
+            next_t += capture_every
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)] + [threading.Thread(
+        target=writer)]
+    t_begin = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t_begin
+    ok = [s for s in samples if not s["error"]]
+    after_capture = []
+    for c in captures:
+        nxt = [s for s in samples if s["t0"] >= c["t1"] and s["kind"] == "retrieval"]
+        if nxt:
+            after_capture.append(min(nxt, key=lambda s: s["t0"])["s"])
+    errs: dict[str, int] = {}
+    for s in samples:
+        if s["error"]:
+            errs[s["error"]] = errs.get(s["error"], 0) + 1
+    return {"clients": clients, "seconds": wall, "hooks": len(samples), "errors": sum(errs.values()),
+            "error_kinds": errs, "throughput_per_s": len(samples) / wall,
+            "all": _summary([s["s"] for s in samples]),
+            "retrieval": _summary([s["s"] for s in ok if s["kind"] == "retrieval"]),
+            "courtesy": _summary([s["s"] for s in ok if s["kind"] == "courtesy"]),
+            "captures": len(captures), "capture_errors": sum(c["rc"] != 0 for c in captures),
+            "capture_s": [round(c["s"], 3) for c in captures],
+            "first_retrieval_after_capture": _summary(after_capture),
+            "timeline": [(round(s["t0"] - t_begin, 3), round(s["s"], 4), s["kind"], bool(s["error"]))
+                         for s in samples],
+            "capture_times": [(round(c["t0"] - t_begin, 3), round(c["s"], 3)) for c in captures]}
+
+
+def size_section(src: Path, n: int, tmp: Path, retrieval: list[str], *, quick: bool, track: Callable,
+                 load: bool, legacy: bool, load_seconds: float, echo: Callable) -> dict[str, Any]:
+    work = tmp / f"n{n}"
+    work.mkdir()
+    db = _copy_store(src, work)
+    n_warm, n_cold = (10, 3) if quick else (30, 10)
+    row: dict[str, Any] = {"points": n}
+    # cold: no service
+    row["cold_courtesy"] = latency_block(db, COURTESY, n_cold, f"cold courtesy {n:,}", track)
+    row["cold_retrieval"] = latency_block(db, retrieval, n_cold, f"cold retrieval {n:,}", track)
+    if legacy:
+        row["legacy_courtesy"] = latency_block(db, COURTESY, 2 if quick else 3, f"legacy courtesy {n:,}", track,
+                                               cmd=[*LEGACY_CMD, "tortoise", "hook-volunteer", "--harness",
+                                                    "claude"])
+        row["legacy_retrieval"] = latency_block(db, retrieval, 2 if quick else 3, f"legacy retrieval {n:,}",
+                                                track, cmd=[*LEGACY_CMD, "tortoise", "hook-volunteer",
+                                                            "--harness", "claude"])
+    with Service(db) as svc:
+        st = svc.status()
+        row["service_start_s"] = svc.start_s
+        row["service_rss_after_warm_bytes"] = st.get("rss_bytes")
+        row["warm_courtesy"] = latency_block(db, COURTESY, n_warm, f"warm courtesy {n:,}", track)
+        row["warm_retrieval"] = latency_block(db, retrieval, n_warm, f"warm retrieval {n:,}", track)
+        # same output cold and warm (before any write)
+        row["cold_equals_warm"] = sum(a == b for a, b in zip(row["cold_retrieval"]["outputs"],
+                                                            row["warm_retrieval"]["outputs"], strict=False))
+        row["cold_equals_warm_of"] = min(len(row["cold_retrieval"]["outputs"]),
+                                         len(row["warm_retrieval"]["outputs"]))
+        expected = {retrieval[i % len(retrieval)]: o for i, o in enumerate(row["warm_retrieval"]["outputs"])}
+        # first volunteer after a capture
+        cap_s, first_s = [], []
+        for i in range(3 if quick else 5):
+            cap_s.append(svc.capture(i))
+            r = spawn_hook(db, retrieval[i % len(retrieval)], i)
+            first_s.append(r["s"])
+        row["capture_s"] = _summary(cap_s)
+        row["first_after_capture"] = _summary(first_s)
+        row["cache_refresh_s"] = svc.status().get("last_cache_refresh_s")
+        if load:
+            echo(f"load test at {n:,} points: 8 clients x {load_seconds:.0f} s, capture every 5 s")
+            row["load"] = load_test(db, svc, retrieval, expected, clients=8, seconds=load_seconds,
+                                    capture_every=5.0)
+        st = svc.status()
+        row["service_rss_end_bytes"] = st.get("rss_bytes")
+        row["service_requests"] = st.get("requests")
+        row["service_errors"] = st.get("errors")
+    for key in list(row):
+        if isinstance(row[key], dict):
+            row[key].pop("outputs", None)
+    shutil.rmtree(work, ignore_errors=True)
+    return row
+
+
+# ----------------------------------------------------------------------------------------------------- run
+def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable | None = None,
+        echo: Callable[[str], Any] = print, sizes: list[int] | None = None, cache_dir: Path | None = None,
+        load_seconds: float | None = None) -> list[Path]:
+    import tempfile
+
+    from harness.worlds import CBRWorld
+
+    track = track or (lambda it, description="", total=None: it)
+    t_start = time.perf_counter()
+    sizes = sizes or ([300, 1000] if quick else [1000, 10_000, 100_000])
+    if any(n < 10 for n in sizes):
+        raise ValueError("sizes must be at least 10 points")
+    load_seconds = load_seconds if load_seconds is not None else (15.0 if quick else 60.0)
+    cache_dir = cache_dir or Path(os.environ.get("MEMSIM_BENCH_CACHE", Path.home() / ".cache" / "memsim"
+                                                  / "bench-serve"))
+    world = CBRWorld(seed=seed)
+    retrieval = world.queries(40, seed=seed + 55).questions()
+    builds, rows = [], []
+    with tempfile.TemporaryDirectory(prefix="mbs", dir="/tmp") as td:
+        for n in sizes:
+            src, info = build_store(cache_dir, n, seed, track)
+            builds.append(info)
+            echo(f"store {n:,} points: {'cached' if info['cached'] else 'built'} "
+                 f"(embed {info['embed_s']:.0f} s, load {info['load_s']:.0f} s)")
+            rows.append(size_section(src, n, Path(td), retrieval, quick=quick, track=track,
+                                     load=n == max(sizes), legacy=n == min(sizes), load_seconds=load_seconds,
+                                     echo=echo))
+    payload = {"name": "serve", "meta": {"machine": machine_description(), "quick": quick, "seed": seed,
+                                         "sizes": sizes, "cache_dir": str(cache_dir),
+                                         "wall_s": time.perf_counter() - t_start},
+               "builds": builds, "rows": rows}
+    payload["ratios"] = ratios(rows)
+    payload["levels"] = levels(rows)
+    for r in payload["ratios"]:
+        echo(r["text"])
+    for lv in payload["levels"]:
+        echo(f"{'met' if lv['met'] else 'NOT met'}: {lv['level']} -- {lv['measured']}")
+    return write_results(out_dir, "serve", payload, render_markdown(payload), figure(payload))
+
+
+def _p50(row: dict[str, Any], key: str) -> float | None:
+    return (row.get(key) or {}).get("p50_ms")
+
+
+def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        n = r["points"]
+        for kind in ("retrieval", "courtesy"):
+            c, w, leg = _p50(r, f"cold_{kind}"), _p50(r, f"warm_{kind}"), _p50(r, f"legacy_{kind}")
+            if c and w:
+                out.append({"key": f"cold_vs_warm_{kind}@{n}", "value": c / w,
+                            "text": f"{kind} hook at {n:,} points: cold (no service) p50 {c:.0f} ms is {c / w:.1f}x "
+                                    f"warm (service) p50 {w:.0f} ms"})
+            if leg and w and c:
+                out.append({"key": f"legacy_vs_warm_{kind}@{n}", "value": leg / w,
+                            "text": f"{kind} hook at {n:,} points: legacy typer path p50 {leg:.0f} ms is "
+                                    f"{leg / c:.1f}x the new cold path and {leg / w:.1f}x the warm path"})
+    return out
+
+
+def levels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    big = max(rows, key=lambda r: r["points"])
+    small = min(rows, key=lambda r: r["points"])
+    w = big.get("warm_retrieval") or {}
+    out.append({"level": f"warm retrieval hook p50 <= 150 ms at {big['points']:,} points",
+                "measured": f"p50 {w.get('p50_ms', float('nan')):.0f} ms", "met": (w.get("p50_ms") or 1e9) <= 150})
+    out.append({"level": f"warm retrieval hook p95 <= 300 ms at {big['points']:,} points",
+                "measured": f"p95 {w.get('p95_ms', float('nan')):.0f} ms", "met": (w.get("p95_ms") or 1e9) <= 300})
+    c = small.get("cold_retrieval") or {}
+    out.append({"level": f"cold retrieval hook (no service) <= 2 s at {small['points']:,} points",
+                "measured": f"p50 {c.get('p50_ms', float('nan')):.0f} ms, max {c.get('max_ms', float('nan')):.0f} ms",
+                "met": (c.get("p50_ms") or 1e9) <= 2000})
+    load = big.get("load")
+    if load:
+        out.append({"level": "zero errors under 8 concurrent hook clients with a capture every 5 s",
+                    "measured": f"{load['errors']} errors in {load['hooks']} hooks, {load['capture_errors']} "
+                                f"failed captures of {load['captures']}",
+                    "met": load["errors"] == 0 and load["capture_errors"] == 0})
+    f = big.get("first_after_capture") or {}
+    out.append({"level": f"first volunteer hook after a capture <= 100 ms at {big['points']:,} points",
+                "measured": f"p50 {f.get('p50_ms', float('nan')):.0f} ms end to end (the capture itself: p50 "
+                            f"{(big.get('capture_s') or {}).get('p50_ms', float('nan')):.0f} ms incl. the cache "
+                            f"refresh, last refresh {1000 * (big.get('cache_refresh_s') or float('nan')):.0f} ms)",
+                "met": (f.get("p50_ms") or 1e9) <= 100})
+    rss = big.get("service_rss_end_bytes")
+    out.append({"level": f"service memory <= 1 GB at {big['points']:,} points",
+                "measured": f"{rss / 2**20:.0f} MiB RSS" if rss else "n/a", "met": bool(rss) and rss <= 1e9})
+    return out
+
+
+def render_markdown(p: dict[str, Any]) -> str:
+    rows = p["rows"]
+    lines = ["# Tortoise hook end to end: cold (no service) vs warm (resident service)", "",
+             meta_block(p["meta"]), "",
+             "Latency = spawn of `memsim tortoise hook-volunteer --harness claude --db STORE` to its stdout EOF "
+             "(the JSON line), in milliseconds. Cold = no service (in-process fallback); warm = the resident "
+             "service answers over its Unix socket; legacy = today's typer command body (sentence-transformers, "
+             "read-write open).", ""]
+    hdr = ["points", "prompt", "mode", "n", "p50", "p95", "p99", "max", "fired", "errors"]
+    body = []
+    for r in rows:
+        for kind in ("courtesy", "retrieval"):
+            for mode in ("legacy", "cold", "warm"):
+                s = r.get(f"{mode}_{kind}")
+                if s:
+                    body.append([f"{r['points']:,}", kind, mode, s["n"], s["p50_ms"], s["p95_ms"], s["p99_ms"],
+                                 s["max_ms"], s["fired"], s["errors"]])
+    lines += [md_table(hdr, body, ".0f"), ""]
+    hdr = ["points", "service start s", "RSS after warm MiB", "RSS end MiB", "capture p50 ms",
+           "first hook after capture p50 ms", "cache refresh ms", "cold == warm output"]
+    body = [[f"{r['points']:,}", r.get("service_start_s"), (r.get("service_rss_after_warm_bytes") or 0) / 2**20,
+             (r.get("service_rss_end_bytes") or 0) / 2**20, (r.get("capture_s") or {}).get("p50_ms"),
+             (r.get("first_after_capture") or {}).get("p50_ms"), 1000 * (r.get("cache_refresh_s") or 0),
+             f"{r.get('cold_equals_warm')}/{r.get('cold_equals_warm_of')}"] for r in rows]
+    lines += ["## Service", "", md_table(hdr, body, ".1f"), ""]
+    for r in rows:
+        ld = r.get("load")
+        if not ld:
+            continue
+        lines += [f"## Load at {r['points']:,} points: {ld['clients']} concurrent hook clients for "
+                  f"{ld['seconds']:.0f} s, a `memsim tortoise capture` every 5 s", "",
+                  md_table(["hooks", "throughput /s", "errors", "p50 ms", "p95 ms", "p99 ms", "retrieval p50",
+                            "retrieval p95", "courtesy p50", "captures", "failed captures",
+                            "first retrieval after capture p50 ms"],
+                           [[ld["hooks"], ld["throughput_per_s"], ld["errors"], ld["all"].get("p50_ms"),
+                             ld["all"].get("p95_ms"), ld["all"].get("p99_ms"), ld["retrieval"].get("p50_ms"),
+                             ld["retrieval"].get("p95_ms"), ld["courtesy"].get("p50_ms"), ld["captures"],
+                             ld["capture_errors"], ld["first_retrieval_after_capture"].get("p50_ms")]], ".1f"), ""]
+        if ld["error_kinds"]:
+            lines += [f"Errors by kind: {json.dumps(ld['error_kinds'])}", ""]
+    lines += ["## Builds", "", md_table(["points", "embed s", "load s", "store MiB", "from cache"],
+                                         [[b["points"], b["embed_s"], b["load_s"], b["bytes"] / 2**20,
+                                           b["cached"]] for b in p["builds"]], ".1f"), ""]
+    lines += ["## Ratios", ""] + [f"- {r['text']}" for r in p["ratios"]] + [""]
+    lines += ["## Expected levels (issue 12)", "",
+              md_table(["level", "measured", "met"], [[lv["level"], lv["measured"], "yes" if lv["met"] else "NO"]
+                                                      for lv in p["levels"]]), ""]
+    return "\n".join(lines)
+
+
+def figure(p: dict[str, Any]) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = p["rows"]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    ax = axes[0]
+    labels = [f"{r['points']:,}" for r in rows]
+    x = np.arange(len(rows))
+    series = [("cold_courtesy", "cold courtesy", "#9ecae1"), ("cold_retrieval", "cold retrieval", "#3182bd"),
+              ("warm_courtesy", "warm courtesy", "#a1d99b"), ("warm_retrieval", "warm retrieval", "#31a354")]
+    width = 0.2
+    for j, (key, lab, col) in enumerate(series):
+        vals = [(r.get(key) or {}).get("p50_ms") or np.nan for r in rows]
+        p95 = [(r.get(key) or {}).get("p95_ms") or np.nan for r in rows]
+        ax.bar(x + (j - 1.5) * width, vals, width, label=lab, color=col,
+               yerr=[np.zeros(len(vals)), np.maximum(np.array(p95) - np.array(vals), 0)], capsize=3)
+    for r_i, r in enumerate(rows):
+        leg = (r.get("legacy_retrieval") or {}).get("p50_ms")
+        if leg:
+            ax.scatter([r_i + 1.5 * width], [leg], marker="x", color="crimson", zorder=5,
+                       label="legacy retrieval (typer + sentence-transformers)")
+    ax.axhline(150, color="grey", ls="--", lw=1)
+    ax.text(len(rows) - 0.5, 160, "150 ms", color="grey", ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_xticks(x, labels)
+    ax.set_xlabel("points in the store")
+    ax.set_ylabel("hook spawn -> JSON on stdout, ms (bar p50, whisker p95)")
+    ax.set_title("Hook latency: cold (no service) vs warm (service)")
+    ax.legend(fontsize=8, loc="upper left")
+    ax = axes[1]
+    big = max(rows, key=lambda r: r["points"])
+    ld = big.get("load")
+    if ld:
+        tl = ld["timeline"]
+        for kind, col in (("retrieval", "#31a354"), ("courtesy", "#9ecae1")):
+            pts = [(t, 1000 * s) for t, s, k, e in tl if k == kind and not e]
+            if pts:
+                ax.scatter(*zip(*pts, strict=True), s=6, color=col, label=f"{kind} hook")
+        errs = [(t, 1000 * s) for t, s, k, e in tl if e]
+        if errs:
+            ax.scatter(*zip(*errs, strict=True), s=14, color="red", marker="x", label="error")
+        for j, (t, s) in enumerate(ld["capture_times"]):
+            ax.axvspan(t, t + s, color="orange", alpha=0.25, label="capture (CLI via service)" if j == 0 else None)
+        ax.set_yscale("log")
+        ax.set_xlabel("seconds into the load test")
+        ax.set_ylabel("hook latency, ms")
+        ax.set_title(f"{ld['clients']} concurrent hook clients at {big['points']:,} points "
+                     f"({ld['throughput_per_s']:.1f} hooks/s, {ld['errors']} errors)")
+        ax.legend(fontsize=8, loc="upper right")
+    else:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("benchmarks/results"))
