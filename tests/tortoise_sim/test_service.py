@@ -281,3 +281,19 @@ def test_cli_routes_writes_to_the_service(short_dir, monkeypatch):
         r = runner.invoke(app, ["tortoise", "show", "nope", "--db", str(db)])
         assert r.exit_code == 1 and "held by the Tortoise service" in r.output
         assert svc.writes == 2
+
+
+def test_session_end_hook_is_filed_by_the_service(short_dir):
+    db = short_dir / "db.kuzu"
+    sock = str(short_dir / "s.sock")
+    spool = short_dir / "spool"
+    hook = {"session_id": "sess-1", "hook_event_name": "SessionEnd",
+            "turns": [{"role": "user", "content": "decision: adopt the release train"},
+                      {"role": "assistant", "content": "Noted."}]}
+    with _Running(TortoiseService(db, sock, embedder="hashing")) as svc:
+        r = _hook(["hook-session-end", "--db", str(db), "--spool-dir", str(spool)], json.dumps(hook),
+                  MEMSIM_TORTOISE_SOCKET=sock)
+        assert r.returncode == 0 and r.stdout == b""
+        with svc.lock:
+            assert svc.sim.store.get_point("sess-1_t1")["content"] == "[assistant] Noted."
+        assert svc.writes == 1 and list(spool.rglob("*.meta.json"))
