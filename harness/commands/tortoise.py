@@ -56,6 +56,9 @@ class _LazyEncoder:
     dim = 384
 
     def encode(self, texts: Any) -> Any:
+        import torch
+
+        torch.set_num_threads(1)  # one thread per CLI process: concurrent hooks/CLIs share the cores
         from harness.embedding import get_encoder
         from tortoise_sim.embed import cut_words
 
