@@ -119,6 +119,10 @@ def create_point(
     search_keys -> reject ``context`` (TypeError) -> content_hash -> dedup -> status check -> embedding ->
     CREATE -> tags -> props -> extractedFrom Source stub -> credibility baseline -> ``_mark_dirty`` -> PointAdded.
     """
+    if store.cfg.redactor == "hardened" and isinstance(content, str):  # hardened option (redaction.py)
+        from .redaction import hardened_redact
+
+        content = hardened_redact(content)[0]
     flat = _checked_point_props(kind, content, props)
     content_hash = sha256_hex(content)
     if dedup:
@@ -572,6 +576,11 @@ def checkpoint(
         _validate_items(items)
     elif not isinstance(items, list):
         raise CheckpointValidationError("items must be a list")
+    if store.cfg.redactor == "hardened":  # redact before the hash/semantic tiers, so dedup sees stored text
+        from .redaction import hardened_redact
+
+        items = [{**it, "content": hardened_redact(it["content"])[0]}
+                 if isinstance(it, dict) and isinstance(it.get("content"), str) else it for it in items]
     warnings: list[str] = []
     info: list[str] = []
     # Tier 1: hash, in-batch and global over kinds and statuses. [SNAP] without precheck: a malformed item

@@ -448,9 +448,12 @@ def capture_session(
         raise ValueError("session_id must be a non-empty string")
     turns = window_turns(conversation)
     totals: dict[str, int] = {}
-    if cfg.turn_writer == "analysed":
+    if cfg.turn_writer == "analysed" or cfg.redactor == "hardened":
+        from .redaction import redactor_for
+
+        scrub = redactor_for(cfg.redactor)  # "faithful": redact (spec 3.3); "hardened": redaction.py
         for t in turns:
-            t["content"], counts = redact(t["content"])
+            t["content"], counts = scrub(t["content"])
             for k, v in counts.items():
                 totals[k] = totals.get(k, 0) + v
     if all(not t["content"].strip() for t in turns):

@@ -42,6 +42,9 @@ class SimConfig:
     event_log_path: str | None = None
     record_store_path: str | None = None
     spool_dir: str | None = None
+    # hardened, not a version switch: "hardened" redacts secrets from every stored and spooled text
+    # (tortoise_sim.redaction, backed by detect-secrets). Default: the turn-only redactor of spec 3.3 (TOR-03).
+    redactor: Literal["faithful", "hardened"] = "faithful"
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> SimConfig:

@@ -66,6 +66,19 @@ class _LazyEncoder:
         return get_encoder("minilm-mean").encode([cut_words(str(t))[:EMBED_CHAR_CAP] for t in texts])
 
 
+REDACTOR_ENV = "MEMSIM_TORTOISE_REDACTOR"
+
+
+def redactor_choice() -> str:
+    """``$MEMSIM_TORTOISE_REDACTOR``: ``faithful`` (default; spec 3.3, turns only) or ``hardened`` (every stored and
+    spooled text through ``tortoise_sim.redaction``; the session-start digest behind a data notice)."""
+    from tortoise_sim.redaction import REDACTORS
+
+    value = os.environ.get(REDACTOR_ENV, "faithful")
+    check_choice(f"${REDACTOR_ENV}", value, REDACTORS)
+    return value
+
+
 def check_store_path(path: Path, *, must_exist: bool) -> None:
     """One-line errors for a ``--db`` that cannot be a Kuzu store: a directory, an empty (0-byte) file, or (for
     read commands, ``must_exist``) a missing path. Read commands therefore never create a store or its folder."""
@@ -89,7 +102,7 @@ def open_sim(db: Path | None, preset: str = "analysed", *, must_exist: bool = Fa
     check_choice("--preset", preset, PRESETS)
     path = db_path(db)
     check_store_path(path, must_exist=must_exist)
-    cfg = SimConfig.preset(preset)
+    cfg = SimConfig.preset(preset, redactor=redactor_choice())
     try:
         return Tortoise(path, config=cfg, encoder=_LazyEncoder(), seed=None)
     except (RuntimeError, OSError) as exc:
@@ -119,7 +132,8 @@ def _hook_store(path: Path) -> Any:
 
     if not path.is_file() or path.stat().st_size == 0:
         raise FileNotFoundError(str(path))
-    return Tortoise(path, config=SimConfig.preset("analysed"), encoder=_LazyEncoder(), seed=None).store
+    return Tortoise(path, config=SimConfig.preset("analysed", redactor=redactor_choice()), encoder=_LazyEncoder(),
+                    seed=None).store
 
 
 @app.command("hook-volunteer")
@@ -158,6 +172,10 @@ def hook_session_start_cmd(db: DbOpt = None) -> None:
         return _hook_store(path)
 
     out, _ = hook_session_start(factory)
+    if redactor_choice() == "hardened":
+        from tortoise_sim.redaction import mark_as_data
+
+        out = mark_as_data(out)
     if out:
         sys.stdout.write(out)
     raise typer.Exit(0)
@@ -257,7 +275,9 @@ def hook_session_end_cmd(
         turns = transcript_turns(hook)
         if isinstance(sid, str) and sid and turns:
             sp = Spool(_spool_dir(db, spool_dir))
-            sp.spool_write(sid, turns, harness_name, "hook", socket.gethostname())
+            from tortoise_sim.redaction import redact_turns
+
+            sp.spool_write(sid, redact_turns(turns, redactor_choice()), harness_name, "hook", socket.gethostname())
             sim = open_sim(db)
             sp.flush_spool(local_capture_post(sim.capture_session), int(time.time() * 1000), only_session_id=sid)
     except Exception:  # noqa: BLE001 - a hook never fails the host
