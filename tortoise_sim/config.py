@@ -42,9 +42,9 @@ class SimConfig:
     event_log_path: str | None = None
     record_store_path: str | None = None
     spool_dir: str | None = None
-    # hardened, not a version switch: "hardened" redacts secrets from every stored and spooled text
-    # (tortoise_sim.redaction, backed by detect-secrets). Default: the turn-only redactor of spec 3.3 (TOR-03).
-    redactor: Literal["faithful", "hardened"] = "faithful"
+    # hardened, not a version switch: "transactional" commits each SDK operation with its feed rows in one Kuzu
+    # transaction and re-derives lost journal lines on open (store.py; REL-07). Default: best-effort sinks (§5.1).
+    event_durability: Literal["best_effort", "transactional"] = "best_effort"
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> SimConfig:

@@ -53,58 +53,72 @@ class Tortoise:
 
     # admission
     def create_point(self, kind: str, content: str, **kw: Any) -> dict[str, Any]:
-        return admission.create_point(self.store, kind, content, **kw)
+        with self.store.operation():
+            return admission.create_point(self.store, kind, content, **kw)
 
     def create_point_tool(self, kind: str, content: str, **kw: Any) -> dict[str, Any]:
-        return admission.create_point_tool(self.store, kind, content, **kw)
+        with self.store.operation():
+            return admission.create_point_tool(self.store, kind, content, **kw)
 
     def update_point(self, point_id: str, **props: Any) -> dict[str, Any]:
-        return admission.update_point(self.store, point_id, **props)
+        with self.store.operation():
+            return admission.update_point(self.store, point_id, **props)
 
     def promote_point(self, point_id: str) -> bool:
-        return admission.promote_point(self.store, point_id)
+        with self.store.operation():
+            return admission.promote_point(self.store, point_id)
 
     def set_point_baseline(self, point_id: str, alpha: float, beta: float, source: str = "explicit") -> None:
         admission.set_point_baseline(self.store, point_id, alpha, beta, source)
 
     def create_operator(self, op_type: str, source_id: str, target_ids: list[str], **kw: Any) -> str:
-        return admission.create_operator(self.store, op_type, source_id, target_ids, **kw)
+        with self.store.operation():
+            return admission.create_operator(self.store, op_type, source_id, target_ids, **kw)
 
     def create_direct_edge(self, src: str, tgt: str, type: str, **kw: Any) -> dict[str, Any]:  # noqa: A002
-        return admission.create_direct_edge(self.store, src, tgt, type, **kw)
+        with self.store.operation():
+            return admission.create_direct_edge(self.store, src, tgt, type, **kw)
 
     def mitigate_operator(self, op_id: str, reason: str, strength: float) -> str:
         return admission.mitigate_operator(self.store, op_id, reason, strength)
 
     def diary_write(self, agent_name: str, entry: str, topic: str | None = None, wing: str | None = None) -> dict:
-        return admission.diary_write(self.store, agent_name, entry, topic, wing)
+        with self.store.operation():
+            return admission.diary_write(self.store, agent_name, entry, topic, wing)
 
     def diary_read(self, agent_name: str, last_n: int = 10, wing: str | None = None) -> list[dict[str, Any]]:
         return admission.diary_read(self.store, agent_name, last_n, wing)
 
     def checkpoint(self, items: Any, agent_name: str = "checkpoint", threshold: float = 0.95, **kw: Any) -> dict:
-        return admission.checkpoint(self.store, items, agent_name, threshold, **kw)
+        with self.store.operation():
+            return admission.checkpoint(self.store, items, agent_name, threshold, **kw)
 
     # capture
     def capture_session(self, conversation: Any, session_id: str | None = None, max_turns: int = 500) -> dict:
-        return capture.capture_session(self.store, conversation, session_id, max_turns, extractor=self.extractor,
-                                       record_store=self.record_store)
+        with self.store.operation():
+            return capture.capture_session(self.store, conversation, session_id, max_turns, extractor=self.extractor,
+                                           record_store=self.record_store)
 
     def commit_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
-        return capture.commit_payload(self.store, payload)
+        with self.store.operation():
+            return capture.commit_payload(self.store, payload)
 
     # lifecycle
     def retract_point(self, point_id: str, valid_to: str | None = None, dry_run: bool = False) -> dict[str, Any]:
-        return lifecycle.retract_point(self.store, point_id, valid_to, dry_run)
+        with self.store.operation():
+            return lifecycle.retract_point(self.store, point_id, valid_to, dry_run)
 
     def supersede_point(self, old_id: str, new_id: str, valid_from: str | None = None) -> dict[str, Any]:
-        return lifecycle.supersede_point(self.store, old_id, new_id, valid_from)
+        with self.store.operation():
+            return lifecycle.supersede_point(self.store, old_id, new_id, valid_from)
 
     def invalidate_point(self, point_id: str, corrected_by: str) -> dict[str, Any]:
-        return lifecycle.invalidate_point(self.store, point_id, corrected_by)
+        with self.store.operation():
+            return lifecycle.invalidate_point(self.store, point_id, corrected_by)
 
     def delete_point(self, point_id: str) -> dict[str, Any]:
-        return lifecycle.delete_point(self.store, point_id)
+        with self.store.operation():
+            return lifecycle.delete_point(self.store, point_id)
 
     # reads
     def get_point(self, point_id: str) -> dict[str, Any] | None:

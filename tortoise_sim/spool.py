@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .durable import after_write
+
 __all__ = [
     "Spool", "entry_key", "content_digest", "capture_key", "backoff_delay", "local_capture_post",
     "MAX_ENTRIES", "MAX_TOTAL_BYTES", "MAX_ENTRY_BYTES",
@@ -51,7 +53,9 @@ def backoff_delay(n: int) -> int:
     return int(min(30 * 2 ** max(0, n - 1), 21600))
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, data: bytes, hook: Any = None, step: str = "spool.write") -> None:
+    """Temp file, fsync, ``os.replace``; reports ``<step>.tmp`` and ``<step>.replace`` to ``hook.after_write``
+    (``tortoise_sim.durable``; the caller already called ``hook(step)``)."""
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -59,16 +63,23 @@ def _atomic_write(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    after_write(hook, step + ".tmp", tmp, 0)
     os.replace(tmp, path)
+    after_write(hook, step + ".replace", None, None)
 
 
-def _append(path: Path, data: bytes) -> None:
+def _append(path: Path, data: bytes, hook: Any = None, step: str = "spool.write") -> None:
+    try:
+        offset = path.stat().st_size
+    except OSError:
+        offset = 0
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         os.write(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
+    after_write(hook, step, path, offset)
 
 
 def _turn_lines(turns: list[dict[str, Any]]) -> bytes:
@@ -119,17 +130,22 @@ class Spool:
 
     def _write_meta(self, key: str, meta: dict[str, Any]) -> None:
         self._fault("spool.write")
-        _atomic_write(self._paths(key)[0], json.dumps(meta, indent=2, ensure_ascii=False).encode("utf-8"))
+        _atomic_write(self._paths(key)[0], json.dumps(meta, indent=2, ensure_ascii=False).encode("utf-8"),
+                      self.fault_hook)
 
     def _discard(self, session_id: str, ckey: str | None, reason: str, detail: str = "") -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        self._fault("spool.ledger")
         _append(self.ledger, (json.dumps({"at": self._now(), "session_id": session_id, "capture_key": ckey,
-                                          "reason": reason, "detail": detail}) + "\n").encode("utf-8"))
+                                          "reason": reason, "detail": detail}) + "\n").encode("utf-8"),
+                self.fault_hook, "spool.ledger")
 
     def _delete(self, key: str) -> None:
         for p in self._paths(key):
+            self._fault("spool.delete")
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
+            after_write(self.fault_hook, "spool.delete", None, None)
 
     @staticmethod
     def _parse_meta(path: Path) -> dict[str, Any] | None:
@@ -186,11 +202,11 @@ class Spool:
             old = turns_path.read_bytes()
             if old and old.endswith(b"\n") and new_bytes.startswith(old):
                 self._fault("spool.write")
-                _append(turns_path, new_bytes[len(old):])
+                _append(turns_path, new_bytes[len(old):], self.fault_hook)
                 action = "append"
         if action == "rewrite":
             self._fault("spool.write")
-            _atomic_write(turns_path, new_bytes)
+            _atomic_write(turns_path, new_bytes, self.fault_hook)
         new_meta = {
             "version": 1, "session_id": session_id, "harness": harness, "source": source,
             "machine_id": machine_id, "created_at": (meta or {}).get("created_at", now), "updated_at": now,

@@ -16,7 +16,12 @@ Infrastructure
 - ``.query(cypher, params=None) -> list[dict]``; ``.execute(cypher, params=None) -> None``
 - ``.bulk_load("LOAD FROM tbl ...", pyarrow_table, params)``: bulk path for large writes
 - ``.transaction()`` context manager (nests: inner blocks join the outer transaction; rollback on error)
-- ``.fault(step)`` calls the injected step hook (FaultPlan style) before a durable write
+- ``.fault(step)`` calls the injected step hook (FaultPlan style) before a durable write; ``transaction()`` calls
+  it with ``kuzu.commit`` before COMMIT and reports ``after_write("kuzu.commit", None, None)`` after it
+  (``tortoise_sim.durable``), and the journal append reports its byte offset (crash-point explorer seams)
+- ``SimConfig(event_durability="transactional")`` (hardened, REL-07): ``.operation()`` wraps an SDK call in one
+  transaction, feed rows are written inside it, journal lines carry the feed ``seq`` and ``.recover_journal()``
+  (run on open) re-derives the lines a crash lost; ``EntityMutated`` then also goes to the feed
 - ``.embed(texts) -> list[list[float] | None]`` (fail-open: any failure => None); ``.encoder``
 
 Reads
@@ -62,6 +67,7 @@ import contextlib
 import importlib
 import json
 import logging
+import os
 import random
 import re
 import uuid
@@ -73,6 +79,7 @@ from typing import Any
 import kuzu
 
 from .config import READ_TERMINAL, FaultHooks, SimConfig
+from .durable import after_write, append_text
 from .embed import EMBED_DIM, HashingEncoder, MiniLMEncoder, cut_words
 from .errors import FaultInjected
 
@@ -200,6 +207,9 @@ def _ddl_columns(table: str, cols: dict[str, str]) -> str:
     return ", ".join(parts)
 
 
+COMMIT_STEP = "kuzu.commit"
+
+
 class TortoiseStore:
     """Owns the Kuzu connection, schema, event feed, clock, rng, encoder and EP bookkeeping (see module doc)."""
 
@@ -257,6 +267,7 @@ class TortoiseStore:
         self.read_only = bool(read_only and self.path is not None)
         if not self.read_only:
             self.migrate()
+        self.recover_journal()
 
     # ------------------------------------------------------------------ infrastructure
     def close(self) -> None:
@@ -338,8 +349,17 @@ class TortoiseStore:
             with contextlib.suppress(Exception):
                 self.conn.execute("ROLLBACK")
             raise
+        try:
+            self.fault(COMMIT_STEP)
+        except BaseException:
+            self._tx_depth = 0
+            self._pending = []
+            with contextlib.suppress(Exception):
+                self.conn.execute("ROLLBACK")
+            raise
         self._tx_depth = 0
         self.conn.execute("COMMIT")
+        after_write(self.faults.step, COMMIT_STEP, None, None)
         # Best-effort side channels run after the mutation committed (spec §2.5 item 7, §5): a failing feed
         # write inside the transaction would otherwise make Kuzu roll the mutation back.
         pending, self._pending = self._pending, []
@@ -495,10 +515,108 @@ class TortoiseStore:
         Called inside ``transaction()``, both sinks are deferred until the transaction committed (and dropped
         if it rolled back), so a sink failure can never undo the mutation."""
         ts = self.now()
+        if self.cfg.event_durability == "transactional":
+            self._emit_transactional(type_, payload, snapshot, ts)
+            return
         if self._tx_depth:
             self._pending.append(lambda: self._emit_now(type_, payload, snapshot, ts))
             return
         self._emit_now(type_, payload, snapshot, ts)
+
+    # ------------------------------------------------------------------ hardened event mode (REL-07)
+    def operation(self) -> contextlib.AbstractContextManager[None]:
+        """One Kuzu transaction around a whole SDK operation when ``event_durability="transactional"`` (so the
+        mutation and its feed rows commit together); a no-op context in the faithful mode."""
+        if self.cfg.event_durability == "transactional":
+            return self.transaction()
+        return contextlib.nullcontext()
+
+    def _feed_row(self, type_: str, payload: dict[str, Any], ts: str) -> int:
+        self.fault("event.feed")
+        eid = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
+        while self.query("MATCH (e:GraphEvent {event_id:$e}) RETURN e.seq AS s", {"e": eid}):
+            eid = uuid.uuid4().hex
+        with self.transaction():
+            rows = self.query(
+                "MATCH (m:GraphEventMeta {key:'feed'}) SET m.last_seq = m.last_seq + 1, "
+                "m.first_seq = CASE WHEN m.first_seq = 0 THEN m.last_seq + 1 ELSE m.first_seq END "
+                "RETURN m.last_seq AS seq"
+            )
+            self.execute(
+                "CREATE (e:GraphEvent {event_id:$eid, seq:$seq, ts:$ts, type:$type, payload:$payload})",
+                {"eid": eid, "seq": rows[0]["seq"], "ts": ts, "type": type_,
+                 "payload": json.dumps(payload, sort_keys=False)},
+            )
+        return int(rows[0]["seq"])
+
+    def _emit_transactional(self, type_: str, payload: dict[str, Any], snapshot: dict[str, Any] | None,
+                            ts: str) -> None:
+        """Hardened sinks: the feed row is written inside the caller's transaction (it commits or rolls back with
+        the mutation; a failure fails the operation); the journal line carries the feed ``seq`` and is appended
+        after COMMIT; ``recover_journal`` re-derives lines a crash lost from the feed."""
+        seq = self._feed_row(type_, payload, ts)
+        line = self._journal_line(type_, payload, snapshot, ts)
+        if line is None:
+            return
+        line["seq"] = seq
+        if self._tx_depth:
+            self._pending.append(lambda: self._append_journal(line))
+        else:
+            self._append_journal(line)
+
+    def _journal_line(self, type_: str, payload: dict[str, Any], snapshot: dict[str, Any] | None,
+                      ts: str) -> dict[str, Any] | None:
+        if self.cfg.event_log() is None:
+            return None
+        line: dict[str, Any] = {"type": type_, "ts": ts, "id": payload.get("id"), "payload": payload}
+        if snapshot is not None:
+            line["snapshot"] = {k: v for k, v in snapshot.items() if k != "embedding"}
+        return line
+
+    def _append_journal(self, line: dict[str, Any]) -> None:
+        path = self.cfg.event_log()
+        assert path is not None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        append_text(path, json.dumps(line, default=str) + "\n", step="event.journal", hook=self.faults.step,
+                    fsync=self.cfg.event_durability == "transactional")
+
+    def recover_journal(self) -> int:
+        """Transactional mode, run on open: cut a torn trailing journal line, then append a line for every feed
+        event whose ``seq`` is above the last journaled one (``PointAdded`` snapshots are read from the graph
+        as it is now). Returns the number of lines re-derived."""
+        path = self.cfg.event_log()
+        if path is None or self.cfg.event_durability != "transactional":
+            return 0
+        last = 0
+        if path.exists():
+            data = path.read_bytes()
+            good = 0
+            for raw in data.split(b"\n")[:-1]:
+                try:
+                    rec = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError):
+                    break
+                good += len(raw) + 1
+                if isinstance(rec, dict) and isinstance(rec.get("seq"), int):
+                    last = max(last, rec["seq"])
+            if good < len(data):
+                with path.open("r+b") as fh:
+                    fh.truncate(good)
+        missing = [e for e in self.feed() if int(e["seq"]) > last]
+        for e in missing:
+            payload = e["payload"] if isinstance(e["payload"], dict) else {}
+            snap = None
+            if e["type"] == "PointAdded" and payload.get("id"):
+                snap = self.get_point(str(payload["id"]))
+            line = self._journal_line(e["type"], payload, snap, e["ts"])
+            assert line is not None
+            line["seq"] = int(e["seq"])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line, default=str) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        return len(missing)
 
     def _emit_now(self, type_: str, payload: dict[str, Any], snapshot: dict[str, Any] | None, ts: str) -> None:
         try:
@@ -530,6 +648,9 @@ class TortoiseStore:
         path = self.cfg.event_log()
         if path is None:
             return
+        if self.cfg.event_durability == "transactional":  # journal-only events go through the feed too
+            self._emit_transactional(type_, payload, snapshot, ts or self.now())
+            return
         if self._tx_depth:
             stamp = ts or self.now()
             self._pending.append(lambda: self.journal(type_, payload, snapshot=snapshot, ts=stamp))
@@ -537,14 +658,12 @@ class TortoiseStore:
         try:
             if type_ in self.faults.fail_journal:
                 raise FaultInjected(f"journal {type_}")
-            self.fault("event.journal")
             line: dict[str, Any] = {"type": type_, "ts": ts or self.now(), "id": payload.get("id"),
                                     "payload": payload}
             if snapshot is not None:
                 line["snapshot"] = {k: v for k, v in snapshot.items() if k != "embedding"}
             path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(line, default=str) + "\n")
+            append_text(path, json.dumps(line, default=str) + "\n", step="event.journal", hook=self.faults.step)
         except Exception as exc:
             self.event_failures.append(("journal", type_, repr(exc)))
             log.warning("journal write failed for %s: %s", type_, exc)

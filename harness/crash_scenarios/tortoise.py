@@ -1,0 +1,318 @@
+"""Tortoise write sequences: capture, checkpoint admission, diary, retract/supersede, spool write/flush.
+
+Faithful (spec §5.1): a mutation commits in Kuzu, then the feed row is written in its own transaction and the
+journal line appended, both best-effort; create_point commits the point, then marks it dirty, then emits;
+retract emits ``PointRetracted`` *before* its compare-and-swap (TOR-24). A crash between those steps leaves
+graph, feed and journal disagreeing (REL-07), and a crash mid-checkpoint leaves items without provenance that a
+retry never repairs (the retry sees them as hash duplicates; REL-08). Hardened:
+``SimConfig(event_durability="transactional")``.
+
+Each check reopens the store from disk (its own loader; the transactional mode re-derives lost journal lines),
+retries what the caller was never told succeeded (checkpoint batches, the spool flush), then compares graph,
+feed and journal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from harness.crash import Acks, Check, Scenario
+from tortoise_sim.config import FaultHooks, SimConfig
+from tortoise_sim.sdk import Tortoise
+from tortoise_sim.spool import Spool, local_capture_post
+from tortoise_sim.store import StepClock
+
+CONVERSATIONS = {
+    "s1": [{"role": "user", "content": "decision: use Kuzu for the graph store"},
+           {"role": "assistant", "content": "Noted, Kuzu it is."}],
+    "s2": [{"role": "user", "content": "decision: journal every mutation as JSONL"},
+           {"role": "assistant", "content": "Agreed."}],
+}
+BATCHES = [[{"content": "The API rate limit is 600 requests per minute"},
+            {"content": "Deploys happen on Tuesdays after the standup"}],
+           [{"content": "The staging database is rebuilt every night"}]]
+DIARY = ["Tried the bulk loader; 3x faster than row inserts", "Spool flush retried twice before filing"]
+
+
+def _open(root: Path, mode: str, hook: Any = None) -> Tortoise:
+    cfg = SimConfig(embedder="hashing", event_log_path=str(root / "journal.jsonl"),
+                    event_durability="best_effort" if mode == "faithful" else "transactional")
+    return Tortoise(root / "db", config=cfg, clock=StepClock(), seed=0, faults=FaultHooks(step=hook))
+
+
+def _book(root: Path, **kw: Any) -> dict[str, Any]:
+    p = root / "scenario.json"
+    data = json.loads(p.read_text()) if p.exists() else {}
+    if kw:
+        data.update(kw)
+        p.write_text(json.dumps(data))  # the explorer's own notes, not design state
+    return data
+
+
+def _journal(root: Path) -> tuple[list[dict[str, Any]], int]:
+    path = root / "journal.jsonl"
+    if not path.exists():
+        return [], 0
+    good, bad = [], 0
+    for raw in path.read_bytes().split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            good.append(json.loads(raw.decode("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            bad += 1
+    return good, bad
+
+
+def _key(type_: str, payload: Any) -> tuple[str, str]:
+    p = payload if isinstance(payload, dict) else {}
+    return type_, str(p.get("id") or p.get("session_id") or p.get("name") or "")
+
+
+def _agreement(t: Tortoise, root: Path, mode: str, c: Check) -> dict[str, dict[str, Any]]:
+    """Graph vs feed vs journal; returns the graph's points by id."""
+    rows = t.store.query("MATCH (p:Point) WHERE p.is_operator = false OR p.is_operator IS NULL "
+                         "RETURN p.id AS id, p.content AS content, p.status AS status, p.pointKind AS kind")
+    points = {r["id"]: r for r in rows}
+    feed = t.store.feed()
+    journal, bad = _journal(root)
+    if bad:
+        c.disagree.append(f"journal.jsonl: {bad} unparseable line(s)")
+    fk = Counter(_key(e["type"], e["payload"]) for e in feed)
+    jk = Counter(_key(j.get("type", ""), j.get("payload")) for j in journal if j.get("type") != "EntityMutated"
+                 or mode != "faithful")
+    c.duplicates += [f"feed {k} x{n}" for k, n in fk.items() if n > 1]
+    c.duplicates += [f"journal {k} x{n}" for k, n in jk.items() if n > 1]
+    only_feed, only_journal = fk - jk, jk - fk
+    if only_feed:
+        c.disagree.append(f"in the feed, not the journal: {sorted(only_feed)[:3]}")
+    if only_journal:
+        c.disagree.append(f"in the journal, not the feed: {sorted(only_journal)[:3]}")
+    added = {k[1] for k in fk if k[0] == "PointAdded"}
+    # extracted points (``pt_<hash>`` ids, written by the capture payload writer) emit no PointAdded (spec §5.2)
+    missing_event = sorted(pid for pid in points if pid not in added and not pid.startswith("pt_"))
+    if missing_event:
+        c.disagree.append(f"points without a PointAdded event: {missing_event[:3]}")
+    retracted = {k[1] for k in fk if k[0] == "PointRetracted"}
+    for pid in retracted:
+        if pid in points and points[pid]["status"] != "retracted":
+            c.disagree.append(f"PointRetracted {pid} but status {points[pid]['status']!r}")
+    superseded = {k[1] for k in fk if k[0] == "PointSuperseded"}
+    for pid in superseded:
+        if pid in points and points[pid]["status"] != "superseded":
+            c.disagree.append(f"PointSuperseded {pid} but status {points[pid]['status']!r}")
+    for pid, row in points.items():
+        if row["status"] == "retracted" and pid not in retracted:
+            c.disagree.append(f"{pid} retracted without a PointRetracted event")
+        if row["status"] == "superseded" and pid not in superseded:
+            c.disagree.append(f"{pid} superseded without a PointSuperseded event")
+    return points
+
+
+def _restart(root: Path, mode: str, c: Check) -> Tortoise | None:
+    try:
+        return _open(root, mode)
+    except Exception as exc:  # noqa: BLE001 - a store that cannot reopen is an outcome
+        c.start = "clear_error" if str(root) in str(exc) else "unclear_error"
+        c.notes.append(f"reopen failed: {exc!r}"[:200])
+        return None
+
+
+# ------------------------------------------------------------------------------------------------ capture
+def run_capture(root: Path, hook: Any, mode: str, acks: Acks) -> None:
+    t = _open(root, mode, hook)
+    try:
+        for sid, conv in CONVERSATIONS.items():
+            t.capture_session(conv, session_id=sid)
+            acks.append(sid)
+    finally:
+        t.close()
+
+
+def check_capture(root: Path, acks: list[str], mode: str) -> Check:
+    c = Check()
+    t = _restart(root, mode, c)
+    if t is None:
+        return c
+    try:
+        _agreement(t, root, mode, c)
+        for sid in acks:
+            n = t.store.query("MATCH (s:Session {id:$s})-[:CONTAINS]->(p:Point) WHERE p.pointKind = 'event' "
+                              "RETURN count(p) AS n", {"s": sid})[0]["n"]
+            if n != len(CONVERSATIONS[sid]):
+                c.lost.append(f"session {sid}: {n} of {len(CONVERSATIONS[sid])} turns")
+    finally:
+        t.close()
+    return c
+
+
+# ------------------------------------------------------------------------------------------------ checkpoint
+def run_checkpoint(root: Path, hook: Any, mode: str, acks: Acks) -> None:
+    t = _open(root, mode, hook)
+    try:
+        for i, batch in enumerate(BATCHES):
+            t.checkpoint(batch, agent_name="agent-a", threshold=1.0)
+            acks.append(str(i))
+    finally:
+        t.close()
+
+
+def check_checkpoint(root: Path, acks: list[str], mode: str) -> Check:
+    c = Check()
+    t = _restart(root, mode, c)
+    if t is None:
+        return c
+    try:
+        for i, batch in enumerate(BATCHES):  # the caller retries every batch it was never told succeeded
+            if str(i) not in acks:
+                t.checkpoint(batch, agent_name="agent-a", threshold=1.0)
+        points = _agreement(t, root, mode, c)
+        contents = [r["content"] for r in points.values() if r["kind"] == "checkpoint-item"]
+        for batch in BATCHES:
+            for item in batch:
+                n = contents.count(item["content"])
+                if n == 0:
+                    c.lost.append(item["content"])
+                elif n > 1:
+                    c.duplicates.append(f"{item['content']!r} x{n}")
+        prov = {r["o"] for r in t.store.query(
+            "MATCH (e:Event {eventKind:'pointAdded'})-[:produces]->(o:Object) RETURN o.name AS o")}
+        no_prov = [pid for pid, r in points.items() if r["kind"] == "checkpoint-item" and pid not in prov]
+        if no_prov:
+            c.disagree.append(f"checkpoint items without provenance: {len(no_prov)}")
+    finally:
+        t.close()
+    return c
+
+
+# ------------------------------------------------------------------------------------------------ diary
+def run_diary(root: Path, hook: Any, mode: str, acks: Acks) -> None:
+    t = _open(root, mode, hook)
+    try:
+        for entry in DIARY:
+            t.diary_write("agent-a", entry, topic="ops")
+            acks.append(entry)
+    finally:
+        t.close()
+
+
+def check_diary(root: Path, acks: list[str], mode: str) -> Check:
+    c = Check()
+    t = _restart(root, mode, c)
+    if t is None:
+        return c
+    try:
+        _agreement(t, root, mode, c)
+        entries = [r["content"] for r in t.diary_read("agent-a", last_n=50)]
+        c.lost = [a for a in acks if a not in entries]
+        c.duplicates += [f"{e!r} x{entries.count(e)}" for e in set(entries) if entries.count(e) > 1]
+    finally:
+        t.close()
+    return c
+
+
+# ------------------------------------------------------------------------------------------------ lifecycle
+def run_lifecycle(root: Path, hook: Any, mode: str, acks: Acks) -> None:
+    t = _open(root, mode)  # setup without the hook: only the lifecycle writes are crash points
+    try:
+        ids = [t.create_point("statement", text)["id"] for text in
+               ("The cache TTL is 60 seconds", "The queue holds 10k jobs", "The queue holds 50k jobs")]
+        _book(root, ids=ids)
+        t.store.faults.step = hook
+        t.retract_point(ids[0])
+        acks.append(f"retract:{ids[0]}")
+        t.supersede_point(ids[1], ids[2])
+        acks.append(f"supersede:{ids[1]}")
+    finally:
+        t.close()
+
+
+def check_lifecycle(root: Path, acks: list[str], mode: str) -> Check:
+    c = Check()
+    t = _restart(root, mode, c)
+    if t is None:
+        return c
+    try:
+        points = _agreement(t, root, mode, c)
+        for a in acks:
+            op, pid = a.split(":", 1)
+            want = "retracted" if op == "retract" else "superseded"
+            if points.get(pid, {}).get("status") != want:
+                c.lost.append(f"{a} (status {points.get(pid, {}).get('status')!r})")
+    finally:
+        t.close()
+    return c
+
+
+# ------------------------------------------------------------------------------------------------ spool
+SPOOL_TURNS = [{"role": "user", "content": "decision: keep the spool under 256 MB"},
+               {"role": "assistant", "content": "OK."},
+               {"role": "user", "content": "Also quarantine permanent failures."}]
+
+
+def _spool(root: Path, hook: Any) -> Spool:
+    return Spool(root / "spool", fault_hook=hook, clock=StepClock())
+
+
+def run_spool(root: Path, hook: Any, mode: str, acks: Acks) -> None:
+    t = _open(root, mode, hook)
+    try:
+        sp = _spool(root, hook)
+        sp.spool_write("s1", SPOOL_TURNS[:2], "claude", "hook", "m1")
+        acks.append("write:2")
+        sp.spool_write("s1", SPOOL_TURNS, "claude", "hook", "m1")
+        acks.append("write:3")
+        counts = sp.flush_spool(local_capture_post(t.capture_session), now_ms=10**13)
+        if counts["filed"]:
+            acks.append("filed")
+    finally:
+        t.close()
+
+
+def check_spool(root: Path, acks: list[str], mode: str) -> Check:
+    c = Check()
+    t = _restart(root, mode, c)
+    if t is None:
+        return c
+    try:
+        sp = _spool(root, None)
+        try:  # the restart's own replay: flush what is pending
+            sp.flush_spool(local_capture_post(t.capture_session), now_ms=10**13)
+        except Exception as exc:  # noqa: BLE001
+            c.start = "clear_error" if str(root) in str(exc) else "unclear_error"
+            c.notes.append(f"flush after restart failed: {exc!r}"[:200])
+        _agreement(t, root, mode, c)
+        n = t.store.query("MATCH (s:Session {id:'s1'})-[:CONTAINS]->(p:Point) WHERE p.pointKind = 'event' "
+                          "RETURN count(p) AS n")[0]["n"]
+        want = 3 if "write:3" in acks else 2 if "write:2" in acks else 0
+        if n < want:
+            c.lost.append(f"graph holds {n} of {want} acknowledged spooled turns")
+        meta = None
+        try:
+            meta = sp.read_meta("s1")
+        except Exception as exc:  # noqa: BLE001
+            c.disagree.append(f"spool meta unreadable: {exc!r}"[:120])
+        if meta is not None and n and meta.get("lane") != "filed":
+            c.disagree.append(f"graph holds the session but the spool entry is {meta.get('lane')!r}")
+    finally:
+        t.close()
+    return c
+
+
+def scenarios() -> list[Scenario]:
+    opt = "SimConfig(event_durability='transactional')"
+    return [
+        Scenario("tortoise", "tortoise.capture", "two capture_session calls: turns transaction, extraction, "
+                 "points, ingest dream, feed rows and journal lines", run_capture, check_capture, hardened_option=opt),
+        Scenario("tortoise", "tortoise.checkpoint", "two checkpoint batches (3 items): point, dirty mark, feed, "
+                 "journal, provenance per item; unacknowledged batches retried", run_checkpoint, check_checkpoint,
+                 hardened_option=opt),
+        Scenario("tortoise", "tortoise.diary", "two diary_write calls", run_diary, check_diary, hardened_option=opt),
+        Scenario("tortoise", "tortoise.lifecycle", "retract_point then supersede_point", run_lifecycle,
+                 check_lifecycle, hardened_option=opt),
+        Scenario("tortoise", "tortoise.spool", "spool write (rewrite), spool write (append), flush into capture; "
+                 "the restart flushes again", run_spool, check_spool, hardened_option=opt),
+    ]
