@@ -6,7 +6,10 @@ Entry point: ``Tortoise`` (SDK facade) over ``TortoiseStore`` (Kuzu schema, feed
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # no runtime ``typing`` import: hook processes import this package first
+if TYPE_CHECKING:
+    from typing import Any
 
 # Lazy exports (PEP 562): ``import tortoise_sim.hook_client`` must not pull Kuzu, numpy or dspy into a hook
 # process, so the package namespace resolves these names on first use.

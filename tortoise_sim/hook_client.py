@@ -27,10 +27,13 @@ import os
 import socket
 import sys
 import tempfile
-from collections.abc import Sequence
-from typing import Any, NoReturn
 
-__all__ = ["PROTOCOL_VERSION", "HOOK_COMMANDS", "ServiceError", "default_db", "socket_path_for", "pid_path_for",
+TYPE_CHECKING = False  # no runtime ``typing`` import (it pulls ``re`` and ``collections``: ~10 ms per hook)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any, NoReturn
+
+__all__ = ["PROTOCOL_VERSION", "HOOK_COMMANDS", "HARNESSES", "DEFAULT_HARNESS", "ServiceError", "default_db", "socket_path_for", "pid_path_for",
            "call", "run_hook", "main", "HookUsageError"]
 
 PROTOCOL_VERSION = 1
@@ -38,6 +41,12 @@ HOOK_COMMANDS = ("hook-volunteer", "hook-session-start", "hook-session-end")
 MAX_MESSAGE = 64 << 20
 CONNECT_TIMEOUT_S = 0.5
 DEFAULT_TIMEOUT_S = 20.0
+
+# hook-volunteer --harness: the output shape of spec §7.1 step 3 (claude/codex/devin: hookSpecificOutput JSON,
+# cline: contextModification JSON, other: the raw block). The spec's default is codex. Any other value is a usage
+# error (a stderr note, no output, exit 0) instead of silently behaving as "other".
+HARNESSES = ("claude", "codex", "devin", "cline", "other")
+DEFAULT_HARNESS = "codex"
 
 _OPTIONS = {
     "hook-volunteer": ("--harness", "--db", "--socket"),
@@ -163,6 +172,8 @@ def parse_hook_args(command: str, argv: Sequence[str]) -> dict[str, str]:
             i += 1
         out[name[2:].replace("-", "_")] = value
         i += 1
+    if command == "hook-volunteer" and out.get("harness", DEFAULT_HARNESS) not in HARNESSES:
+        raise HookUsageError(f"unknown --harness {out['harness']!r}; choose one of {', '.join(HARNESSES)}")
     return out
 
 
@@ -251,7 +262,7 @@ def run_hook(command: str, argv: Sequence[str], stdin: bytes | None = None) -> s
     data = _read_stdin() if stdin is None else stdin
     db = default_db(opts.get("db"))
     sock = socket_path_for(db, opts.get("socket"))
-    harness = opts.get("harness", "codex" if command == "hook-volunteer" else "claude")
+    harness = opts.get("harness", DEFAULT_HARNESS if command == "hook-volunteer" else "claude")
     text = data.decode("utf-8", "replace")
     if command == "hook-volunteer":
         res = call(sock, "hook_volunteer", {"stdin": text, "harness": harness})
