@@ -40,6 +40,7 @@ PM (``PMArm``, rows ``pm@K``): see the class docstring; its labels are **not** A
 
 from __future__ import annotations
 
+import random
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -47,8 +48,17 @@ from typing import Any
 
 import torch
 
-from agentfly_sim.bank import append_jsonl, extract_pairs, load_jsonl, np_case_row
-from agentfly_sim.driver import DriverConfig, NPDriver
+from agentfly_sim.bank import (
+    append_jsonl,
+    extract_pairs,
+    load_jsonl,
+    load_pool,
+    np_case_row,
+    pair_row,
+    pm_case_row,
+    write_jsonl,
+)
+from agentfly_sim.driver import DriverConfig, NPDriver, PMDriver
 from harness.workloads.arm_text import dated_line, dated_turns, ids_in_text, turn_snippets
 from harness.workloads.base import ArmContext, Delivery
 from harness.workloads.locomo import Conversation, Probe
@@ -292,3 +302,130 @@ class _Recording:
         cases = [dict(c) for c in self._last[2][:top_k]]
         self.sink[top_k] = cases
         return cases
+
+
+class _MemoRetriever:
+    """Scores the pool once per question for all K drivers (each driver sorts and cuts the same scores)."""
+
+    def __init__(self, retriever: Any) -> None:
+        self.retriever = retriever
+        self._last: tuple[str, int, list[dict[str, Any]]] | None = None
+
+    def retrieve(self, query: str, pool: Any, metadata: Any) -> list[dict[str, Any]]:
+        key = (query, id(pool))
+        if self._last is None or self._last[:2] != key:
+            self._last = (*key, self.retriever.retrieve(query, pool, metadata))
+        return [dict(r) for r in self._last[2]]
+
+
+class PMArm(_BankArm):
+    """AgentFly's parametric memory with a classifier trained on LoCoMo evidence: rows ``pm@K``.
+
+    **Non-faithful labelling (AGF-35).** AgentFly trains its case classifier on its own judge outcomes, which say
+    whether a retrieved plan led to a correct answer, never whether a case is relevant to a query. This arm
+    instead gives the same trainer the supervision those labels never provide: for every question of the *other*
+    conversations (``ctx.others``; leave this conversation out) with valid evidence, categories 1-4, one positive
+    pair ``(question, evidence turn)`` per evidence turn and ``negatives`` (2; 1 with ``ctx.quick``) negative pairs
+    per positive, ``(question, another turn of that conversation)``, sampled with ``random.Random(ctx.seed)``
+    (``ctx.quick`` also keeps only the first 20 questions per conversation). Case texts are the same dated lines
+    the bank holds. Pairs are written with ``bank.pair_row`` (``truth_label`` = relevance) to
+    ``memory/pairs.jsonl``. Leaving ``ctx.others`` empty is an error (``ValueError``), not a silent fallback.
+
+    Training: ``training.train`` with ``freeze_backbone=True`` (backbone CLS vectors computed once per distinct
+    text, only the head learns), ``group_by_query=True`` (no question on both sides of the validation split, so the
+    reported AUC is not the AGF-35 leakage), ``lr=1e-3`` (a head trained from scratch; the upstream 2e-5 is for
+    fine-tuning the whole model), ``epochs`` 3 (1 with ``ctx.quick``), batch 32, evaluation at epoch ends only, seed
+    ``ctx.seed``. The training wall time, pair counts and final validation metrics go in every row's meta.
+
+    Serving is the PM driver's own path: ``load_pool`` on the bank (the serving text adds the ``[PLAN]`` line the
+    training text lacks: AGF-24, kept), ``CaseRetriever`` on ``last.pt`` with ``cache_case_vectors=True`` (the named
+    option whose scores equal the whole-pool batch within 1e-5), stable descending sort, top K, and
+    ``build_pm_prompt_from_cases``.
+    """
+
+    case_key = "case"
+    name = "pm"
+
+    def __init__(self, ctx: ArmContext, negatives: int = 2, epochs: int | None = None,
+                 max_questions: int | None = None) -> None:
+        super().__init__(ctx)
+        self.rows = tuple(self._row_name(k) for k in self.k_values)
+        self.negatives = 1 if ctx.quick else negatives
+        self.epochs = epochs if epochs is not None else (1 if ctx.quick else 3)
+        self.max_questions = max_questions if max_questions is not None else (20 if ctx.quick else None)
+        self.pairs_path = self.memory_dir / "pairs.jsonl"
+        self.train_info: dict[str, Any] = {}
+
+    def _row_name(self, k: int) -> str:
+        return f"pm@{k}"
+
+    def _row(self, case_text: str) -> dict[str, Any]:
+        return pm_case_row(case_text, "", True)
+
+    def training_pairs(self) -> list[dict[str, Any]]:
+        """Relevance pairs from ``ctx.others`` (see the class docstring)."""
+        rng = random.Random(self.ctx.seed)
+        rows: list[dict[str, Any]] = []
+        for conv in self.ctx.others:
+            lines = {t.dia_id: dated_line(t, s) for t, s in dated_turns(conv)}
+            ids = list(lines)
+            probes = [p for p in conv.probes if p.category in (1, 2, 3, 4) and p.evidence]
+            if self.max_questions is not None:
+                probes = probes[: self.max_questions]
+            for p in probes:
+                evidence = [e for e in dict.fromkeys(p.evidence) if e in lines]
+                for e in evidence:
+                    rows.append(pair_row(p.question, {"case": lines[e], "case_label": "positive", "plan": ""}, True))
+                pool = [i for i in ids if i not in set(evidence)]
+                for i in rng.sample(pool, min(len(pool), self.negatives * len(evidence))):
+                    rows.append(pair_row(p.question, {"case": lines[i], "case_label": "positive", "plan": ""},
+                                         False))
+        return rows
+
+    def _start(self) -> None:
+        from agentfly_sim.classifier import CaseRetriever
+        from agentfly_sim.training import TrainConfig, train
+
+        rows = self.training_pairs()
+        if not rows:
+            raise ValueError("the PM arm needs training pairs: ctx.others holds no other conversation with "
+                             "evidence-annotated questions (leave-one-conversation-out)")
+        # case-length order: the trainer encodes distinct texts in first-seen order, in batches of 64, so similar
+        # lengths side by side pad little (the split groups by query and the loader shuffles: order is otherwise moot)
+        rows.sort(key=lambda r: len(r["case"]))
+        write_jsonl(self.pairs_path, rows)
+        cfg = TrainConfig(train=str(self.pairs_path), output_dir=str(self.root / "ckpt"), freeze_backbone=True,
+                          group_by_query=True, lr=1e-3, epochs=self.epochs, batch_size=32, eval_every=10**9,
+                          seed=self.ctx.seed)
+        started = time.perf_counter()
+        result = train(cfg, log=lambda _line: None)
+        train_s = time.perf_counter() - started
+        final = result.evaluations[-1] if result.evaluations else {}
+        self.train_info = {
+            "labelling": "non-faithful: LoCoMo evidence relevance from the other conversations (AGF-35)",
+            "train_s": round(train_s, 3), "pairs": len(rows),
+            "positives": sum(1 for r in rows if r["truth_label"]), "n_train": result.n_train,
+            "n_val": result.n_val, "epochs": self.epochs, "negatives_per_positive": self.negatives,
+            "others": [c.sample_id for c in self.ctx.others],
+            "val_auc": final.get("auc"), "val_f1": final.get("f1"),
+        }
+        retriever = CaseRetriever(result.last_path, cache_case_vectors=True)
+        pool, meta = load_pool(self.bank_path)
+        started = time.perf_counter()
+        retriever.case_vectors(sorted(pool, key=len))  # warm the case-vector cache in length-sorted batches
+        self.train_info["pool_encode_s"] = round(time.perf_counter() - started, 3)
+        memo = _MemoRetriever(retriever)
+        for k in self.k_values:
+            driver = PMDriver(self.root / "client", self.planner, None, None, retriever=memo,
+                              config=self._config(k))
+            driver.pool, driver.meta = pool, meta
+            self.drivers[k] = driver
+
+    def _meta(self, k: int) -> dict[str, Any]:
+        return {"faithful": False, **self.train_info}
+
+    def stored(self) -> frozenset[str]:
+        if not self.bank_path.exists():
+            return frozenset()
+        _texts, meta = load_pool(self.bank_path)
+        return ids_in_text("\n".join(str(m.get("case", "")) for m in meta), self.snippets)

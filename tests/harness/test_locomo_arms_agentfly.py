@@ -76,3 +76,69 @@ def test_cached_ranking_equals_faithful_recompute(tmp_path_factory):
 def test_mean_pooling_finds_the_named_dog_first(tmp_path_factory):
     conv, arm = _built("mean", tmp_path_factory)
     assert arm.deliver(conv.probes[0])[f"{arm.name}@2"].meta["ranked_ids"][0] == "D1:1"
+
+
+def _other_conversation():
+    from harness.workloads.locomo import Conversation, Probe, Session, Turn
+
+    lines = [("D1:1", "Carol", "I planted tomatoes and basil in my balcony garden."),
+             ("D1:2", "Dan", "Nice, I repaired my grandfather's bicycle this weekend."),
+             ("D1:3", "Carol", "The basil already smells wonderful in the evening."),
+             ("D1:4", "Dan", "I rode the bicycle to the lake on Sunday.")]
+    turns = [Turn(dia_id=d, speaker=s, text=t, session=1, index_in_session=i) for i, (d, s, t) in enumerate(lines)]
+    probes = [Probe(index=0, question="What did Carol plant on her balcony?", evidence=["D1:1", "D1:3"], category=4),
+              Probe(index=1, question="Whose bicycle did Dan repair?", evidence=["D1:2"], category=4),
+              Probe(index=2, question="Where did Dan ride on Sunday?", evidence=["D1:4"], category=4),
+              Probe(index=3, question="Is Dan afraid of water?", evidence=["D1:4"], category=5)]
+    return Conversation(sample_id="tiny-2", speaker_a="Carol", speaker_b="Dan",
+                        sessions=[Session(index=1, date_time="9:00 am on 1 March, 2023", turns=turns)],
+                        probes=probes, source="<hand-made>")
+
+
+@pytest.fixture(scope="module")
+def pm_arm(tmp_path_factory):
+    from harness.workloads.agentfly_arm import PMArm
+
+    conv = tiny_conversation()
+    arm = PMArm(ArmContext(workdir=tmp_path_factory.mktemp("pm"), k_values=(2, 8), others=(_other_conversation(),),
+                           quick=True))
+    arm.ingest(conv)
+    yield conv, arm
+    arm.close()
+
+
+def test_pm_trains_on_evidence_pairs_of_the_other_conversation(pm_arm):
+    conv, arm = pm_arm
+    rows = [json.loads(line) for line in arm.pairs_path.read_text(encoding="utf-8").splitlines()]
+    # categories 1-4 only: 4 evidence turns -> 4 positives, quick -> 1 negative each
+    assert sum(r["truth_label"] for r in rows) == 4 and len(rows) == 8
+    assert {r["query"] for r in rows} == {p.question for p in _other_conversation().probes[:3]}
+    assert all(r["case"].startswith("[9:00 am on 1 March, 2023] ") for r in rows)
+    assert not any(p.question in {r["query"] for r in rows} for p in conv.probes)  # leave-one-out
+    info = arm.train_info
+    assert info["pairs"] == 8 and info["train_s"] > 0 and "AGF-35" in info["labelling"]
+    assert arm.stored() == ALL_IDS
+
+
+def test_pm_delivers_driver_prompt_at_each_k(pm_arm):
+    conv, arm = pm_arm
+    assert arm.rows == ("pm@2", "pm@8")
+    before = arm.bank_path.read_bytes()
+    for probe in conv.probes:
+        out = arm.deliver(probe)
+        small, large = out["pm@2"], out["pm@8"]
+        assert small.text.startswith(PLANNER_SYSTEM) and probe.question in small.text
+        assert "Positive Examples - Showing 2 of 2" in small.text
+        assert small.dia_ids == frozenset(small.meta["ranked_ids"]) and len(small.dia_ids) == 2
+        assert large.meta["ranked_ids"][:2] == small.meta["ranked_ids"]
+        assert large.dia_ids == ALL_IDS
+        assert small.meta["faithful"] is False and small.meta["labelling"].startswith("non-faithful")
+    assert arm.bank_path.read_bytes() == before
+
+
+def test_pm_without_other_conversations_is_an_error(tmp_path):
+    from harness.workloads.agentfly_arm import PMArm
+
+    arm = PMArm(ArmContext(workdir=tmp_path, quick=True))
+    with pytest.raises(ValueError, match="leave-one-conversation-out"):
+        arm.ingest(tiny_conversation())
