@@ -42,6 +42,12 @@ class SimConfig:
     event_log_path: str | None = None
     record_store_path: str | None = None
     spool_dir: str | None = None
+    # hardened, not a version switch: "hardened" redacts secrets from every stored and spooled text
+    # (tortoise_sim.redaction, backed by detect-secrets). Default: the turn-only redactor of spec 3.3 (TOR-03).
+    redactor: Literal["faithful", "hardened"] = "faithful"
+    # hardened, not a version switch: "quarantine" moves a spool entry with a corrupt meta to <spool>/quarantine/
+    # instead of deleting it with its intact turn log (upstream, spec 10.1 item 9).
+    spool_corrupt: Literal["delete", "quarantine"] = "delete"
     # hardened, not a version switch: "transactional" commits each SDK operation with its feed rows in one Kuzu
     # transaction and re-derives lost journal lines on open (store.py; REL-07). Default: best-effort sinks (§5.1).
     event_durability: Literal["best_effort", "transactional"] = "best_effort"

@@ -92,9 +92,13 @@ class Spool:
     ``SimConfig.spool_permanent`` ([A] quarantine keeps the turns, [LATER] delete removes the entry)."""
 
     def __init__(self, root: str | Path, *, clock: Callable[[], datetime] | None = None,
-                 permanent: str = "quarantine", fault_hook: Callable[[str], None] | None = None) -> None:
+                 permanent: str = "quarantine", fault_hook: Callable[[str], None] | None = None,
+                 corrupt: str = "delete") -> None:
         if permanent not in ("quarantine", "delete"):
             raise ValueError("permanent must be 'quarantine' or 'delete'")
+        if corrupt not in ("delete", "quarantine"):
+            raise ValueError("corrupt must be 'delete' or 'quarantine'")
+        self.corrupt = corrupt
         self.root = Path(root)
         self.entries = self.root / "entries"
         self.ledger = self.root / "discarded.jsonl"
@@ -160,9 +164,29 @@ class Spool:
         return meta
 
     def _corrupt(self, key: str) -> None:
-        """§10.1 items 9 and 14: ledger ``corrupt_entry`` naming ``unreadable:<entry_key>``, both files deleted."""
+        """§10.1 items 9 and 14: ledger ``corrupt_entry`` naming ``unreadable:<entry_key>``, both files deleted
+        (the intact turn log too). Hardened option ``corrupt="quarantine"`` (``SimConfig.spool_corrupt``): both
+        files move to ``quarantine/<entry_key>.<stamp>.*`` instead, ledger reason ``corrupt_entry_quarantined``,
+        so the turns stay recoverable and the entry never blocks or re-enters a flush."""
+        if self.corrupt == "quarantine":
+            self._quarantine_corrupt(key)
+            return
         self._discard(f"unreadable:{key}", None, "corrupt_entry")
         self._delete(key)
+
+    def _quarantine_corrupt(self, key: str) -> None:
+        qdir = self.root / "quarantine"
+        qdir.mkdir(parents=True, exist_ok=True)
+        stamp = self._now().replace(":", "").replace("-", "").replace("+", "p")
+        moved = []
+        for p in self._paths(key):
+            if p.exists():
+                self._fault("spool.quarantine")
+                dest = qdir / f"{key}.{stamp}.{p.name.removeprefix(key + '.')}"
+                os.replace(p, dest)
+                after_write(self.fault_hook, "spool.quarantine", None, None)
+                moved.append(dest.name)
+        self._discard(f"unreadable:{key}", None, "corrupt_entry_quarantined", ",".join(moved))
 
     def _all_meta(self) -> list[tuple[str, dict[str, Any] | None]]:
         if not self.entries.exists():

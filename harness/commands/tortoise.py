@@ -229,6 +229,11 @@ def volunteer(
         _print_json(res)
 
 
+OnCorruptOpt = Annotated[str, typer.Option(
+    "--on-corrupt", help="A spool entry whose meta is unreadable: delete (upstream, spec 10.1 item 9: its intact turn "
+                         "log goes too) or quarantine (hardened: both files move to <spool>/quarantine/).")]
+
+
 def _spool_dir(db: Path | None, spool_dir: Path | None) -> Path:
     return spool_dir if spool_dir is not None else db_path(db).parent / "spool"
 
@@ -261,6 +266,7 @@ def hook_session_end_cmd(
     harness_name: Annotated[str, typer.Option("--harness", help="Harness name recorded in the spool.")] = "claude",
     db: DbOpt = None,
     spool_dir: Annotated[Path | None, typer.Option(help="Spool root (default: <db dir>/spool).")] = None,
+    on_corrupt: OnCorruptOpt = "delete",
 ) -> None:
     """Session-end hook: spool the transcript (stdin JSON with ``session_id`` and ``turns`` or
     ``transcript_path``), then flush that session into the local store. Prints nothing; always exits 0."""
@@ -274,7 +280,7 @@ def hook_session_end_cmd(
         sid = hook.get("session_id")
         turns = transcript_turns(hook)
         if isinstance(sid, str) and sid and turns:
-            sp = Spool(_spool_dir(db, spool_dir))
+            sp = Spool(_spool_dir(db, spool_dir), corrupt="quarantine" if on_corrupt == "quarantine" else "delete")
             from tortoise_sim.redaction import redact_turns
 
             sp.spool_write(sid, redact_turns(turns, redactor_choice()), harness_name, "hook", socket.gethostname())
@@ -289,6 +295,7 @@ def hook_session_end_cmd(
 def spool_flush_cmd(
     db: DbOpt = None,
     spool_dir: Annotated[Path | None, typer.Option(help="Spool root (default: <db dir>/spool).")] = None,
+    on_corrupt: OnCorruptOpt = "delete",
 ) -> None:
     """File every due spool entry into the local store; print the flush counts."""
     import time
@@ -297,7 +304,8 @@ def spool_flush_cmd(
 
     root = _spool_dir(db, spool_dir)
     sim = open_sim(db)
-    counts = Spool(root, permanent=sim.cfg.spool_permanent).flush_spool(local_capture_post(sim.capture_session),
+    check_choice("--on-corrupt", on_corrupt, ("delete", "quarantine"))
+    counts = Spool(root, permanent=sim.cfg.spool_permanent, corrupt=on_corrupt).flush_spool(local_capture_post(sim.capture_session),
                                                                       int(time.time() * 1000))
     _print_json(counts)
     sys.stderr.write(f"spool: {root}\n")
