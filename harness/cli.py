@@ -11,10 +11,12 @@ from rich.table import Table
 
 import harness  # noqa: F401  (sets offline environment variables first)
 from harness.commands import BoundaryTyper, agentfly, bench, check_output_dir, data, fail, fractal, tortoise
+from harness.commands.help_format import TidyGroup
 
+# TidyGroup: value placeholders and reflowed prose in every command's --help (harness/commands/help_format.py).
 app = BoundaryTyper(help="memsim: executable reference simulators of three agent-memory designs (Fractal, "
                        "AgentFly/Memento, Tortoise) and a claims ledger that demonstrates their analysis reports.",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
+                  no_args_is_help=True, pretty_exceptions_enable=False, cls=TidyGroup)
 app.add_typer(fractal.app, name="fractal")
 app.add_typer(agentfly.app, name="agentfly")
 app.add_typer(tortoise.app, name="tortoise")

@@ -30,6 +30,9 @@ def _run(fn, out: Path | None, quick: bool, progress: bool, **kw) -> None:  # ty
     from benchmarks.common import default_out_dir, progress_bar
 
     out_dir = out or default_out_dir(quick)
+    if out is None:  # say where results go before the run (--quick has its own default folder)
+        console.print(f"writing results to {out_dir}" + (" (the --quick default; --out to change)" if quick else ""),
+                      soft_wrap=True)
     try:
         with progress_bar(progress) as track:
             paths = fn(out_dir, quick=quick, track=track, **kw)

@@ -114,6 +114,11 @@ def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str, indent=2) + "\n")
 
 
+def _wrote(summary: str) -> None:
+    """One human-readable line on stderr saying what a writing command stored (stdout stays machine-readable)."""
+    sys.stderr.write(summary + "\n")
+
+
 def _load_json_input(file: Path | None) -> Any:
     raw = read_input_text(file, "JSON input").encode("utf-8") if file is not None else read_stdin_bytes()
     where = str(file) if file is not None else "<stdin>"
@@ -138,12 +143,22 @@ def _hook_store(path: Path) -> Any:
 
 @app.command("hook-volunteer")
 def hook_volunteer(
-    harness_name: Annotated[str, typer.Option("--harness", help="claude | codex | devin | cline | other")] = "codex",
+    harness_name: Annotated[str, typer.Option(
+        "--harness", metavar="[claude|codex|devin|cline|other]",
+        help="Output shape: claude, codex and devin get hookSpecificOutput JSON, cline contextModification JSON, "
+             "other the raw block. The default is codex, as in the spec. Any other value prints a note on stderr "
+             "and nothing on stdout (still exit 0).")] = "codex",
     db: DbOpt = None,
 ) -> None:
     """Per-prompt hook: read the harness's hook JSON on stdin, print the JSON shape the harness expects (one
     line) when a pointer is eligible, nothing otherwise. Always exits 0 (spec tortoise 7.1)."""
+    from tortoise_sim.hook_client import HARNESSES
     from tortoise_sim.hooks import hook_volunteer_turn
+
+    if harness_name not in HARNESSES:
+        sys.stderr.write(f"memsim hook: unknown --harness {harness_name!r}; choose one of {', '.join(HARNESSES)} "
+                         "(ignored; printing nothing)\n")
+        return
 
     try:
         data = read_stdin_bytes()
@@ -318,7 +333,8 @@ def capture(
     session_id: Annotated[str | None, typer.Option(help="Session id (default: generated).")] = None,
     db: DbOpt = None,
     preset: PresetOpt = "analysed",
-    no_extractor: Annotated[bool, typer.Option(help="Capture turns without an extraction provider.")] = False,
+    no_extractor: Annotated[bool, typer.Option("--no-extractor",
+                                               help="Capture turns without an extraction provider.")] = False,
 ) -> None:
     """Capture a session transcript: turns first, then marker extraction (``decision: ...`` lines) and
     deterministic admission."""
@@ -357,6 +373,8 @@ def create_point_cmd(
         if live:
             sim.update_point(row["id"], status="live")
     sys.stdout.write(row["id"] + "\n")
+    _wrote(f"created {kind} point {row['id']} ({'live' if live else 'draft'}, credibility "
+           f"{credibility or 'default'}) in {db_path(db)}")
 
 
 @app.command()
@@ -374,6 +392,10 @@ def checkpoint(
     with cli_errors(CheckpointValidationError, QuotaError, ValueError):
         res = open_sim(db).checkpoint(items, agent_name=agent, threshold=threshold)
     _print_json(res)
+    ids = res.get("ids") or []
+    _wrote(f"filed {res.get('filed', 0)} checkpoint item(s) for {agent!r}"
+           + (f" ({', '.join(ids)})" if ids else "") + f", skipped {res.get('duplicates', 0)} duplicate(s), "
+           f"in {db_path(db)}")
 
 
 @app.command("diary-write")
@@ -385,6 +407,8 @@ def diary_write_cmd(
     """Write a diary entry for an agent."""
     row = open_sim(db).diary_write(agent, entry, topic=topic, wing=wing)
     sys.stdout.write(row["id"] + "\n")
+    _wrote(f"wrote diary entry {row['id']} for agent {agent!r} ({len(entry)} chars"
+           + (f", topic {topic!r}" if topic else "") + f") in {db_path(db)}")
 
 
 @app.command("diary-read")

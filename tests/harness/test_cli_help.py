@@ -1,0 +1,137 @@
+"""--help of every memsim command: placeholders that say what to type, no doubled negations, prose that is not
+broken at the docstring's line ends; plus the small newcomer fixes (--harness choices, write summaries)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.commands.help_format import reflow
+
+WIDE = 400  # wide enough that no help line needs wrapping
+
+
+def _paths(cmd, prefix=()):
+    yield list(prefix)
+    for name, sub in (getattr(cmd, "commands", None) or {}).items():
+        yield from _paths(sub, (*prefix, name))
+
+
+ROOT = typer.main.get_command(app)
+ALL = list(_paths(ROOT))
+
+
+def _help(path: list[str]) -> str:
+    res = CliRunner().invoke(app, [*path, "--help"], terminal_width=WIDE, env={"COLUMNS": str(WIDE)})
+    assert res.exit_code == 0, (path, res.output)
+    return res.output
+
+
+def test_every_command_is_covered():
+    names = {" ".join(p) for p in ALL}
+    assert {"claims", "tortoise hook-volunteer", "tortoise capture", "agentfly run", "fractal replay",
+            "bench selectors"} <= names
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: " ".join(p) or "memsim")
+def test_help_has_no_type_placeholders_or_double_negations(path):
+    out = _help(path)
+    assert not re.search(r"<(bool|str|int|float|path|list\[[a-z]+\])>", out), out
+    assert "--no-no-" not in out
+    for line in out.splitlines():  # flags take no value: nothing between the flag and its help
+        m = re.match(r"\W*(--help)\s+(\S+)", line)
+        if m:
+            assert m.group(2) == "Show", line
+
+
+def test_group_listing_shows_each_first_paragraph_on_one_line():
+    for path in ALL:
+        cmd = ROOT
+        for name in path:
+            cmd = cmd.commands[name]
+        subs = getattr(cmd, "commands", None)
+        if not subs:
+            continue
+        out = _help(path)
+        for name, sub in subs.items():
+            first = reflow(sub.help or "").split("\n\n")[0].strip()
+            row = next(ln for ln in out.splitlines() if re.match(rf"\W*{re.escape(name)}\s", ln))
+            assert first[:60] in row, (name, row)
+
+
+def test_reflow_keeps_paragraphs_and_lists():
+    assert reflow("a sentence that\n  goes on.\n\nnext\npara") == "a sentence that goes on.\n\nnext para"
+    assert reflow("items:\n- one\n- two") == "items:\n- one\n- two"
+    assert reflow("\bkeep\nas is") == "\bkeep\nas is"
+
+
+def test_placeholders_name_the_value():
+    out = _help(["claims"])
+    assert re.search(r"--design\s+DESIGN\s", out) and re.search(r"--seed\s+INTEGER\s", out)
+    assert re.search(r"--out\s+PATH\s", out) and re.search(r"--list\s+List the selected", out)
+    cap = _help(["tortoise", "capture"])
+    assert re.search(r"--no-extractor\s+Capture turns", cap)
+
+
+def test_agentfly_run_out_has_a_default_and_is_not_required():
+    out = _help(["agentfly", "run"])
+    line = next(ln for ln in out.splitlines() if "--out" in ln)
+    assert "[default: out/agentfly]" in line and "*" not in line.split("--out")[0]
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    row = next(ln for ln in readme.splitlines() if ln.startswith("| `memsim agentfly run"))
+    assert "[--out DIR]" in row
+
+
+def test_hook_volunteer_harness_is_an_explicit_choice(tmp_path, monkeypatch):
+    from tortoise_sim.hook_client import DEFAULT_HARNESS, HARNESSES, HookUsageError, parse_hook_args
+
+    out = _help(["tortoise", "hook-volunteer"])
+    assert "[claude|codex|devin|cline|other]" in out and "[default: codex]" in out and DEFAULT_HARNESS == "codex"
+    monkeypatch.setenv("MEMSIM_TORTOISE_DB", str(tmp_path / "h.kuzu"))
+    res = CliRunner().invoke(app, ["tortoise", "hook-volunteer", "--harness", "claud"],
+                             input='{"prompt": "What did we decide about the store?"}')
+    assert res.exit_code == 0 and res.stdout == "" and "unknown --harness 'claud'" in res.stderr
+    for h in HARNESSES:
+        assert parse_hook_args("hook-volunteer", ["--harness", h]) == {"harness": h}
+    with pytest.raises(HookUsageError, match="choose one of claude, codex, devin, cline, other"):
+        parse_hook_args("hook-volunteer", ["--harness=Claude"])
+    assert parse_hook_args("hook-session-end", ["--harness", "my-tool"]) == {"harness": "my-tool"}  # a spool label
+
+
+def test_writing_commands_say_what_they_wrote(tmp_path, monkeypatch):
+    import harness.commands.tortoise as cmd
+    from tortoise_sim.embed import HashingEncoder
+
+    monkeypatch.setattr(cmd._LazyEncoder, "encode", lambda self, texts: HashingEncoder().encode(texts))
+    db = tmp_path / "w.kuzu"
+    monkeypatch.setenv("MEMSIM_TORTOISE_DB", str(db))
+    r = CliRunner()
+    res = r.invoke(app, ["tortoise", "create-point", "decision", "Use Kuzu", "--credibility", "gold", "--live"])
+    pid = res.stdout.strip()
+    assert res.exit_code == 0 and re.fullmatch(r"[0-9a-f]+-[0-9a-f]+", pid)
+    assert res.stderr.strip() == f"created decision point {pid} (live, credibility gold) in {db}"
+    res = r.invoke(app, ["tortoise", "diary-write", "alice", "Reviewed the schema", "--topic", "schema"])
+    did = res.stdout.strip()
+    assert f"wrote diary entry {did} for agent 'alice' (19 chars, topic 'schema') in {db}" in res.stderr
+    items = tmp_path / "c.json"
+    items.write_text('[{"content": "Pin kuzu in the lock file"}, {"content": "Pin kuzu in the lock file"}]')
+    res = r.invoke(app, ["tortoise", "checkpoint", str(items)])
+    assert res.exit_code == 0, res.output
+    filed = __import__("json").loads(res.stdout)["ids"]
+    assert len(filed) == 1
+    assert f"filed 1 checkpoint item(s) for 'checkpoint' ({filed[0]}), skipped 1 duplicate(s), in {db}" in res.stderr
+
+
+def test_bench_says_where_results_go(capsys):
+    from benchmarks.common import default_out_dir
+    from harness.commands import bench
+
+    bench._run(lambda out_dir, quick, track: [], None, True, False)
+    assert f"writing results to {default_out_dir(True)} (the --quick default; --out to change)" in capsys.readouterr().out
+    bench._run(lambda out_dir, quick, track: [], Path("elsewhere"), True, False)
+    assert "writing results" not in capsys.readouterr().out
