@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "TortoiseError", "NotModelled", "DuplicatePointId", "LifecycleError", "ProviderUnavailable",
     "CheckpointValidationError", "QuotaError", "VolunteerValidationError", "FaultInjected", "UnknownPoint",
+    "StoreLocked",
 ]
 
 
@@ -54,3 +55,8 @@ class VolunteerValidationError(TortoiseError, ValueError):
 
 class FaultInjected(TortoiseError):
     """Raised by an injected fault (spec §5.3)."""
+
+
+class StoreLocked(TortoiseError):
+    """The hardened open (``store.open_with_retry``) gave up: another process held Kuzu's file lock for the whole
+    retry window. The message names the store file."""

@@ -761,3 +761,33 @@ def _clean(value: Any) -> Any:
     if isinstance(value, dict) and "_label" in value:
         return {k: v for k, v in value.items() if k not in ("_id", "_label")}
     return value
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """Kuzu's "Could not set lock on file" (another process has the store open)."""
+    return isinstance(exc, RuntimeError) and "lock on file" in str(exc)
+
+
+def open_with_retry(open_fn: Callable[[], Any], path: str | Path, *, timeout: float = 5.0,
+                    first_delay: float = 0.01) -> Any:
+    """Hardened open (REL-11): Kuzu admits one read-write process per store file and no reader beside it, so a
+    hook reading while a capture writes gets Kuzu's lock error. This retries ``open_fn()`` with exponential
+    backoff (``first_delay``, doubling, capped at 0.25 s) for up to ``timeout`` seconds while the error is the
+    lock error, then raises :class:`StoreLocked` naming the file. Other errors propagate unchanged."""
+    import time
+
+    from .errors import StoreLocked
+
+    deadline = time.monotonic() + timeout
+    delay = first_delay
+    while True:
+        try:
+            return open_fn()
+        except RuntimeError as exc:
+            if not is_lock_error(exc):
+                raise
+            if time.monotonic() + delay > deadline:
+                raise StoreLocked(f"{path}: store locked by another process for {timeout:g} s "
+                                  "(Kuzu allows one writer and no readers beside it)") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)

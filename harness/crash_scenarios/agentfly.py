@@ -34,11 +34,11 @@ class _NoRetrieval:
         return []
 
 
-def layout(root: Path, kind: str) -> Path:
+def layout(root: Path, kind: str, questions: list[str] | None = None) -> Path:
     client = root / "client"
     for d in (client, root / "memory", root / "data", root / "result"):
         d.mkdir(parents=True, exist_ok=True)
-    rows = [{"question": q, "ground_truth": f"answer {i}"} for i, q in enumerate(QUESTIONS)]
+    rows = [{"question": q, "ground_truth": f"answer {i}"} for i, q in enumerate(questions or QUESTIONS)]
     (root / "data/deepresearcher.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     if kind == "pm":
         bank = [{"case": f"Seed case {i}?", "plan": SEED_PLAN, "case_label": "positive"} for i in range(2)]
