@@ -28,7 +28,9 @@ Cells per benchmark:
   section is not part of a cell. One row per selector (``pm`` gives three rows).
 - ``cbr-loop``: config ``{"arm": none|np|np-mean|pm|oracle, "k": K}``, size ``{"rounds", "per_round"}``. Same
   code path as ``memsim bench cbr-loop`` (:func:`benchmarks.cbr_loop.run_arm`). One row per cell.
-- ``locomo``: config and size are passed to ``benchmarks.locomo.sweep_cell`` when that module provides it.
+- ``locomo``: config ``{"arms": "a,b", "k": [4, 8], "data": PATH}``, size ``{"conversation": "conv-26",
+  "quick": false}``; the arms of ``memsim bench locomo`` over that conversation (the data path defaults to
+  ``$MEMSIM_LOCOMO_DATA``). One row per delivered row, headline metrics only (no timings).
 
 Aggregation: for every (size, row, metric), the mean over seeds and a two-sided 95% t interval
 (mean +- t_{0.975, n-1} * sd / sqrt(n)). Differences listed under ``compare`` are paired by seed (both rows of one
@@ -241,15 +243,42 @@ CBR_NAMES = {"none": "no memory", "np": "NP (pooler)", "np-mean": "NP (mean pool
              "oracle": "oracle"}
 
 
+LOCOMO_METRICS = ("evidence_recall", "all_evidence_rate", "stored_recall", "delivered_turns", "tokens_mean",
+                  "answer_present", "f1")
+
+
 def _locomo_cell(seed: int, config: dict[str, Any], size: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every delivered row of the LoCoMo arms on one conversation, as ``memsim bench locomo`` runs them.
+
+    config ``{"arms": "a,b" (default: the benchmark's), "k": [4, 8], "data": PATH (default $MEMSIM_LOCOMO_DATA)}``,
+    size ``{"conversation": "conv-26", "quick": false}``. Rows carry the headline (categories 1-4) metrics of
+    :data:`LOCOMO_METRICS` only: latencies and ingest times are measurements, not functions of the cell."""
+    import shutil
+
+    from benchmarks import locomo as bl
+    from harness.workloads.arms import parse_arms
+    from harness.workloads.locomo import load_locomo, resolve_locomo_path, select_conversations
+    from harness.workloads.metrics import summarize
+    from harness.workloads.runner import run_conversation
+
+    quick = bool(size.get("quick", False))
+    names = parse_arms(config.get("arms"), quick)
+    loaded = load_locomo(resolve_locomo_path(config.get("data")))
+    conv = select_conversations(loaded, [str(size["conversation"])])[0] if "conversation" in size else loaded[0]
+    others = tuple(c for c in loaded if c.sample_id != conv.sample_id)
+    if quick:
+        conv = bl.quick_slice(conv)
+    work = Path(tempfile.mkdtemp(prefix="memsim-sweep-locomo-"))
     try:
-        from benchmarks import locomo as mod
-    except ImportError as exc:
-        raise ValueError(f"the locomo benchmark is not available in this checkout ({exc})") from None
-    fn = getattr(mod, "sweep_cell", None)
-    if fn is None:
-        raise ValueError("benchmarks.locomo has no sweep_cell(seed, config, size) function")
-    return list(fn(seed, config, size))
+        res = run_conversation(conv, names, work, k_values=tuple(int(k) for k in config.get("k", (4, 8))),
+                               others=others, quick=quick, seed=seed)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rows = []
+    for name, summ in summarize(res["records"]).items():
+        head = summ["headline"]
+        rows.append({"name": name, **{m: head[m] for m in LOCOMO_METRICS if m in head}})
+    return sorted(rows, key=lambda r: r["name"])
 
 
 # ------------------------------------------------------------------------------------------------------ executors
@@ -416,7 +445,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
         lines += [cfg["description"].strip(), ""]
     lines += [f"Seeds {cfg['seeds']}; {len(payload['cells'])} cells; executor {payload['meta']['executor']}. "
               "Each entry is the mean over seeds ± the half-width of the two-sided 95% t interval "
-              "(t_0.975,n-1 · sd / √n); every seed builds its own world.", ""]
+              "(t_0.975,n-1 · sd / √n). In selectors and cbr-loop every seed draws its own world; in locomo the seed reaches only the seeded parts of the arms.", ""]
     for sl in dict.fromkeys(r["size"] for r in agg["rows"]):
         lines += [f"### {sl}", ""]
         rows = [(r["name"], *[_fmt(r["stats"][m]) if m in r["stats"] else "n/a" for m in metrics])
