@@ -11,6 +11,7 @@ from rich.table import Table
 
 import harness  # noqa: F401  (sets offline environment variables first)
 from harness.commands import BoundaryTyper, agentfly, bench, check_output_dir, data, fail, fractal, tortoise
+from harness.commands import crash as crash_cmd
 from harness.commands.help_format import TidyGroup
 
 # TidyGroup: value placeholders and reflowed prose in every command's --help (harness/commands/help_format.py).
@@ -22,6 +23,7 @@ app.add_typer(agentfly.app, name="agentfly")
 app.add_typer(tortoise.app, name="tortoise")
 app.add_typer(bench.app, name="bench")
 app.add_typer(data.app, name="data")
+app.command("crash")(crash_cmd.crash)
 
 console = Console(highlight=False)
 _STYLE = {"holds": "green", "refuted": "yellow", "error": "bold red", "skipped": "dim"}

@@ -1,0 +1,109 @@
+"""Report of the crash-point explorer: ``crash.json`` (everything measured) and ``crash.md`` (tables)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from harness.crash import SequenceResult
+
+
+def _windows(res: SequenceResult) -> list[dict[str, Any]]:
+    """Distinct (outcome, step, kind) groups of failing crash points with one example each."""
+    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for p in res.points:
+        if p.outcome == "ok":
+            continue
+        key = (p.outcome, p.point.step, p.point.kind)
+        g = groups.setdefault(key, {"outcome": p.outcome, "step": p.point.step, "kind": p.point.kind,
+                                    "points": 0, "example": {"point": p.point.label(), "lost": p.check.lost[:2],
+                                                             "duplicates": p.check.duplicates[:2],
+                                                             "disagree": p.check.disagree[:2]}})
+        g["points"] += 1
+    return sorted(groups.values(), key=lambda g: (g["step"], g["kind"], g["outcome"]))
+
+
+def build_report(results: list[SequenceResult], kills: list[dict[str, Any]] | None = None,
+                 concurrency: list[dict[str, Any]] | None = None, seconds: float = 0.0) -> dict[str, Any]:
+    seqs = []
+    for r in results:
+        d = r.as_dict()
+        d.pop("failures")
+        d["windows"] = _windows(r)
+        seqs.append(d)
+    totals: Counter[str] = Counter()
+    for r in results:
+        totals[f"{r.mode}_points"] += len(r.points)
+        totals[f"{r.mode}_lost_points"] += r.lost_points
+        totals[f"{r.mode}_duplicate_points"] += r.duplicate_points
+        totals[f"{r.mode}_not_ok_points"] += sum(1 for p in r.points if p.outcome != "ok")
+    return {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": platform.python_version(),
+            "seconds": round(seconds, 1), "totals": dict(totals), "sequences": seqs, "kills": kills or [],
+            "concurrency": concurrency or []}
+
+
+def _outcome_cols(o: dict[str, int]) -> tuple[int, int, int, int, int]:
+    def n(part: str) -> int:
+        return sum(v for k, v in o.items() if part in k.split("+"))
+    return o.get("ok", 0), n("lost"), n("duplicate"), n("disagree"), n("start_error")
+
+
+def render_md(report: dict[str, Any]) -> str:
+    lines = ["# Crash-point explorer results", "",
+             f"Generated {report['generated']} by `memsim crash` in {report['seconds']} s. Each sequence was run once "
+             "per crash point (before every durable step, after every write, and torn variants of every write that "
+             "keep 0, 1, half or all but one of its new bytes); after each crash the design restarted from disk "
+             "through its own loaders and its invariants were checked. A crash point counts under every failure "
+             "it shows (lost acknowledged items, duplicates, files that disagree, a restart that fails without "
+             "naming the file).", "",
+             "| design | sequence | mode | steps | step events | crash points | ok | lost | duplicate | disagree | "
+             "start error | s |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for s in report["sequences"]:
+        ok, lost, dup, dis, se = _outcome_cols(s["outcomes"])
+        lines.append(f"| {s['design']} | {s['sequence']} | {s['mode']} | {s['step_count']} | {s['step_events']} | "
+                     f"{s['crash_points']} | {ok} | {lost} | {dup} | {dis} | {se} | {s['seconds']} |")
+    t = report["totals"]
+    lines += ["", "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(t.items())), ""]
+    lines += ["## Durable steps per sequence", ""]
+    for s in report["sequences"]:
+        lines.append(f"- **{s['sequence']}** ({s['mode']}; {s['description']}): " + ", ".join(
+            f"`{x}`" for x in s["steps"]) + (f"; hardened option `{s['hardened_option']}`"
+                                            if s["mode"] == "hardened" else ""))
+    lines += ["", "## Loss windows (failing crash points grouped by step)", "",
+              "| sequence | mode | step | crash kind | outcome | points | example |", "|---|---|---|---|---|---:|---|"]
+    for s in report["sequences"]:
+        for w in s["windows"]:
+            ex = w["example"]
+            detail = "; ".join(str(x) for x in (ex["lost"] + ex["duplicates"] + ex["disagree"])[:2])
+            detail = detail.replace("|", "/")
+            lines.append(f"| {s['sequence']} | {s['mode']} | `{w['step']}` | {w['kind']} | {w['outcome']} | "
+                         f"{w['points']} | {detail[:160]} |")
+    if report["kills"]:
+        lines += ["", "## Real kills (SIGKILL in a child process, restart in a fresh one)", "",
+                  "| sequence | mode | killed at | killed | outcome | lost | duplicates | disagree | leftover temp "
+                  "files | why |", "|---|---|---|---|---|---|---|---|---:|---|"]
+        for k in report["kills"]:
+            lines.append(f"| {k['sequence']} | {k['mode']} | `{k['kill_at']}` | {k['killed']} | {k['outcome']} | "
+                         f"{'; '.join(k.get('lost', []))[:80]} | {'; '.join(k.get('duplicates', []))[:60]} | "
+                         f"{'; '.join(k.get('disagree', []))[:80]} | {len(k.get('leftover_temp_files', []))} | "
+                         f"{k['why']} |")
+    if report["concurrency"]:
+        lines += ["", "## Concurrent writers", ""]
+        for c in report["concurrency"]:
+            body = ", ".join(f"{k} {v}" for k, v in c.items() if k not in ("design", "case", "mode",
+                                                                              "hardened_option"))
+            lines.append(f"- **{c['case']}** ({c['mode']}"
+                         + (f", `{c['hardened_option']}`" if c["mode"] == "hardened" else "") + f"): {body}")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict[str, Any], out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    j, m = out / "crash.json", out / "crash.md"
+    j.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+    m.write_text(render_md(report), encoding="utf-8")
+    return [j, m]
