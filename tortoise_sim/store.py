@@ -17,7 +17,8 @@ Infrastructure
 - ``.bulk_load("LOAD FROM tbl ...", pyarrow_table, params)``: bulk path for large writes
 - ``.transaction()`` context manager (nests: inner blocks join the outer transaction; rollback on error)
 - ``.fault(step)`` calls the injected step hook (FaultPlan style) before a durable write; ``transaction()`` calls
-  it with ``kuzu.commit`` before COMMIT and reports ``after_write("kuzu.commit", None, None)`` after it
+  it with ``kuzu.commit`` before COMMIT and reports ``after_write("kuzu.commit", None, None)`` after it; a
+  mutating statement outside a transaction (after the schema migration) gets ``kuzu.autocommit`` likewise
   (``tortoise_sim.durable``), and the journal append reports its byte offset (crash-point explorer seams)
 - ``SimConfig(event_durability="transactional")`` (hardened, REL-07): ``.operation()`` wraps an SDK call in one
   transaction, feed rows are written inside it, journal lines carry the feed ``seq`` and ``.recover_journal()``
@@ -192,10 +193,16 @@ class _CountingConnection:
         if isinstance(query, str) and not _MUTATING.search(query):
             return self._conn.execute(query, parameters or {})
         self._store.write_seq += 1
+        hook = self._store.autocommit_hook(query)
+        if hook is not None:
+            hook(AUTOCOMMIT_STEP)
         try:
-            return self._conn.execute(query, parameters or {})
+            res = self._conn.execute(query, parameters or {})
         finally:
             self._store.write_seq += 1  # before and after: a cache built mid-statement is never reused
+        if hook is not None:
+            after_write(hook, AUTOCOMMIT_STEP, None, None)
+        return res
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
@@ -208,6 +215,8 @@ def _ddl_columns(table: str, cols: dict[str, str]) -> str:
 
 
 COMMIT_STEP = "kuzu.commit"
+AUTOCOMMIT_STEP = "kuzu.autocommit"  # a mutating statement outside transaction(): Kuzu commits it on its own
+_TX_CONTROL = re.compile(r"^\s*(BEGIN|COMMIT|ROLLBACK)\b", re.IGNORECASE)
 
 
 class TortoiseStore:
@@ -267,6 +276,7 @@ class TortoiseStore:
         self.read_only = bool(read_only and self.path is not None)
         if not self.read_only:
             self.migrate()
+        self._migrating = False
         self.recover_journal()
 
     # ------------------------------------------------------------------ infrastructure
@@ -365,6 +375,16 @@ class TortoiseStore:
         pending, self._pending = self._pending, []
         for fn in pending:
             fn()
+
+    def autocommit_hook(self, query: Any) -> Callable[[str], None] | None:
+        """The fault hook for a mutating statement that Kuzu auto-commits (outside ``transaction()``, not during
+        schema migration), else None."""
+        hook = self.faults.step if getattr(self, "faults", None) is not None else None
+        if hook is None or getattr(self, "_tx_depth", 0) or getattr(self, "_migrating", True):
+            return None
+        if isinstance(query, str) and _TX_CONTROL.match(query):
+            return None
+        return hook
 
     def fault(self, step: str) -> None:
         if self.faults.step is not None:
