@@ -140,16 +140,20 @@ def load_dataset(path: str | os.PathLike[str]) -> Dataset:
     questions: list[str] = []
     gt_map: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
         for ln, line in enumerate(f, 1):
+            _check_utf8(path, ln, line)
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError as e:
+            except (ValueError, RecursionError) as e:  # also 5000-digit ints and too-deep nesting
                 raise JsonlLineError(path, ln, f"malformed dataset line: {e}") from e
             if not isinstance(row, dict) or "question" not in row:
                 raise JsonlLineError(path, ln, "dataset row needs a 'question' field")
+            try:
+                gt_map[row["question"]] = row.get("ground_truth")
+            except TypeError:  # a list/object question cannot key the ground-truth map
+                raise JsonlLineError(path, ln, "dataset 'question' must be a string") from None
             questions.append(row["question"])
-            gt_map[row["question"]] = row.get("ground_truth")
             rows.append(row)
     return Dataset(questions=questions, gt_map=gt_map, rows=rows)
 
@@ -173,16 +177,26 @@ def read_finished(path: str | os.PathLike[str]) -> list[str]:
 def iter_jsonl_strict(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
     """``(line_number, object)`` for every non-blank line; the first malformed line raises ``JsonlLineError``
     (the whole-load-failure readers: PM pool, training pairs)."""
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
         for ln, line in enumerate(f, 1):
             s = line.strip()
             if not s:
                 continue
+            _check_utf8(path, ln, s)
             try:
                 obj = json.loads(s)
-            except json.JSONDecodeError as e:
+            except (ValueError, RecursionError) as e:  # also 5000-digit ints and too-deep nesting
                 raise JsonlLineError(path, ln, f"malformed JSON: {e}") from e
             yield ln, obj
+
+
+def _check_utf8(path: str | os.PathLike[str], ln: int, line: str) -> None:
+    """A strict reader's file is UTF-8: a line with undecodable bytes fails the load naming the file and line (the
+    whole load fails either way; reading with ``surrogateescape`` only makes the error say where)."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise JsonlLineError(path, ln, f"not valid UTF-8 (character {e.start + 1})") from None
 
 
 def read_jsonl_strict(path: str | os.PathLike[str]) -> list[Any]:

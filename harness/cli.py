@@ -106,5 +106,57 @@ def claims(
         raise typer.Exit(1)
 
 
+@app.command()
+def fuzz(
+    target: Annotated[list[str] | None, typer.Option(
+        "--target", help="Only these targets (repeatable); see --list. Default: every loader.")] = None,
+    examples: Annotated[int, typer.Option(min=0, help="Generated inputs per target (after the fixed specials).")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the generated input stream.")] = 0,
+    specials: Annotated[bool, typer.Option("--specials/--no-specials",
+                                           help="Run the fixed specials (20 MB line, directory, ...) first.")] = True,
+    out: Annotated[Path, typer.Option(help="Directory for fuzz.json and fuzz.md.")] = Path("benchmarks/results"),
+    list_only: Annotated[bool, typer.Option("--list", help="List the targets and their documented outcomes.")] = False,
+) -> None:
+    """Fuzz every loader (hypothesis): Fractal session/replay files, AgentFly banks, pairs, pool and dataset, Tortoise
+    hook stdin, spool files and CLI inputs, LoCoMo. Exit 1 when any input crashes or leaves a partial write."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from harness.fuzz import run_target, summarize, targets, write_report
+
+    known = targets()
+    if list_only:
+        for t in known.values():
+            console.print(f"{t.name}\t{t.loader}\t{t.documented}", soft_wrap=True)
+        return
+    chosen = target or list(known)
+    for name in chosen:
+        if name not in known:
+            raise fail(f"unknown --target {name!r}; choose from {', '.join(known)}")
+    check_output_dir(out)
+    results = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True)) as progress:
+        bar = progress.add_task("fuzz targets", total=len(chosen))
+        for name in chosen:
+            progress.update(bar, description=f"fuzz {name}")
+            results.append(run_target(name, examples, seed, specials=specials))
+            progress.advance(bar)
+    table = Table(title=f"memsim fuzz ({examples} generated inputs per target)")
+    for col in ("target", "examples", "accepted", "skipped", "rejected", "crash", "partial_write", "s"):
+        table.add_column(col, justify="left" if col == "target" else "right")
+    for r in results:
+        o = r["outcomes"]
+        table.add_row(r["target"], str(r["examples"]), *(str(o[k]) for k in ("accepted", "skipped", "rejected",
+                                                                               "crash", "partial_write")),
+                      f"{r['seconds']:.0f}")
+    console.print(table)
+    for p in write_report(results, out, examples=examples, seed=seed):
+        console.print(f"wrote {p}")
+    bad = summarize(results)["failing_targets"]
+    if bad:
+        console.print(f"[bold red]crash or partial write in:[/] {', '.join(bad)}")
+        raise typer.Exit(1)
+
+
 def main() -> None:  # pragma: no cover - console entry point convenience
     app()

@@ -21,7 +21,7 @@ from .durable import after_write
 
 __all__ = [
     "Spool", "entry_key", "content_digest", "capture_key", "backoff_delay", "local_capture_post",
-    "MAX_ENTRIES", "MAX_TOTAL_BYTES", "MAX_ENTRY_BYTES",
+    "MAX_ENTRIES", "MAX_TOTAL_BYTES", "MAX_ENTRY_BYTES", "SpoolTurnsError",
 ]
 
 MAX_ENTRIES = 1000
@@ -29,6 +29,11 @@ MAX_TOTAL_BYTES = 256 * 1024 * 1024
 MAX_ENTRY_BYTES = 16 * 1024 * 1024
 # §10.1 item 4: anchored at the very end (\Z), so an id with a trailing newline is not a probe.
 _PROBE = re.compile(r"verify-[a-z][a-z0-9-]*-\d{8}T\d{6}Z-[0-9a-f]{6}\Z")
+
+
+class SpoolTurnsError(ValueError):
+    """An entry's turn log cannot be read back (not UTF-8, a line that is not JSON): the message names the file and
+    line. The flush stops with it, as a failed read does upstream; the meta and the turn log stay in place."""
 
 
 def _sha(text: str) -> str:
@@ -125,7 +130,18 @@ class Spool:
         _, turns = self._paths(entry_key(session_id))
         if not turns.exists():
             return []
-        return [json.loads(x) for x in turns.read_text(encoding="utf-8").splitlines() if x.strip()]
+        try:
+            text = turns.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise SpoolTurnsError(f"{turns}: not valid UTF-8 (byte {exc.start})") from None
+        out = []
+        for ln, x in enumerate(text.splitlines(), 1):
+            if x.strip():
+                try:
+                    out.append(json.loads(x))
+                except (ValueError, RecursionError) as exc:
+                    raise SpoolTurnsError(f"{turns}:{ln}: unreadable turn line ({exc})") from None
+        return out
 
     def ledger_rows(self) -> list[dict[str, Any]]:
         if not self.ledger.exists():
@@ -319,7 +335,7 @@ class Spool:
                 counts["filed"] += 1
                 cur = self.read_meta(sid)
                 if cur is not None and cur.get("content_digest") == posted_digest:
-                    cur.update(filed_key=cur["capture_key"], filed_at=now_ms, attempts=0, next_attempt_at_ms=0,
+                    cur.update(filed_key=cur.get("capture_key"), filed_at=now_ms, attempts=0, next_attempt_at_ms=0,
                                lane="filed")
                     self._write_meta(key, cur)
             elif status is not None and 400 <= status < 500 and status not in (408, 409, 425, 429):

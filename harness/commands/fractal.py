@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from harness.commands import BoundaryTyper, cli_errors, fail
+from harness.commands import BoundaryTyper, cli_errors, describe_error, fail
 
 app = BoundaryTyper(help="Fractal session memory: replay scripted turns, list, show and meter saved sessions.",
                   no_args_is_help=True)
@@ -38,7 +38,7 @@ def _load_script(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise fail(f"{path}: cannot read script: {exc}") from None
+        raise fail(f"{path}: cannot read script: {describe_error(exc)}") from None
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
@@ -46,17 +46,24 @@ def _load_script(path: Path) -> Any:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            line = f"{mark.line + 1}: " if mark is not None else ""
-            raise fail(f"{path}:{line}invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+            line = f"{mark.line + 1}: " if mark is not None else " "
+            what = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            raise fail(f"{path}:{line}invalid YAML: {what}") from None
+        except (RecursionError, ValueError) as exc:  # nesting deeper than the parser's stack, 5000-digit ints
+            raise fail(f"{path}: invalid YAML: {describe_error(exc)}") from None
     else:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise fail(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        except (RecursionError, ValueError) as exc:  # nesting deeper than the parser's stack, 5000-digit ints
+            raise fail(f"{path}: invalid JSON: {describe_error(exc)}") from None
     try:
         return parse_replay_script(data)
     except ScriptError as exc:
-        raise fail(f"{path}: {exc}") from None
+        raise fail(f"{path}: {' '.join(str(exc).split())}") from None
+    except (TypeError, ValueError, AttributeError, RecursionError) as exc:  # YAML types the schema never expects
+        raise fail(f"{path}: invalid script: {describe_error(exc)}") from None
 
 
 def _workspace(path: Path, *, must_exist: bool = True) -> Path:
@@ -94,8 +101,15 @@ def _resume(workspace: Path, session_id: str, state_dir: Path | None, *, inspect
         warnings.simplefilter("always")
         try:
             runtime.resume(session_id)
-        except (ValueError, FileNotFoundError) as exc:
+        except FileNotFoundError as exc:
             raise fail(str(exc)) from None
+        except (ValueError, RecursionError) as exc:  # bad id; or what the reference load lets escape (spec 6.5)
+            if isinstance(exc, ValueError) and str(exc).startswith("Invalid Fractal session id"):
+                raise fail(str(exc)) from None
+            from fractal_sim.store import session_path
+
+            where = session_path(workspace, session_id, state_dir)
+            raise fail(f"{where}: cannot load the session: {describe_error(exc)}") from None
     for w in caught:
         err_console.print(f"[yellow]warning:[/] {w.message}")
     return runtime

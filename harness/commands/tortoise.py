@@ -124,9 +124,9 @@ def _load_json_input(file: Path | None) -> Any:
     where = str(file) if file is not None else "<stdin>"
     try:
         return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # also 5000-digit ints, too-deep nesting
         line = getattr(exc, "lineno", 1)
-        raise fail(f"{where}:{line}: not valid JSON ({exc})") from None
+        raise fail(f"{where}:{line}: not valid JSON ({describe_error(exc)})") from None
 
 
 # ------------------------------------------------------------------------------------------- hooks

@@ -282,6 +282,8 @@ def _load_file(path: Path) -> list[Conversation]:
         raise _err(path, f"not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise _err(path, f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # 5000-digit integers, nesting deeper than the parser's stack
+        raise _err(path, f"not loadable JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
     except OSError as exc:
         raise _err(path, f"cannot read ({exc.strerror})") from None
     if isinstance(data, list):
