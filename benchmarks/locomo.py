@@ -274,7 +274,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
                    "k": list(k_values), "quick": quick, "lm": lm, "seed": seed,
                    "headline_categories": list(HEADLINE_CATEGORIES)},
         "conversations": [{k: res[k] for k in ("conversation", "n_turns", "n_sessions", "n_probes", "categories",
-                                               "quirks", "arms")} for res in results],
+                                               "quirks", "arms", "summary")} for res in results],
         "aggregate": agg,
         "examples": results[0]["examples"] if results else {},
         "peak_rss_mb": _peak_rss_mb(),

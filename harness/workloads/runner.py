@@ -25,6 +25,20 @@ Answerer = Callable[[Probe, str], dict[str, Any]]
 EXAMPLE_CHARS = 1500
 
 
+def compact_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """The small part of a delivery's meta kept per record: numbers, booleans, short strings and short id lists
+    (ranked ids, named ids); long texts and score vectors stay out of the per-probe records."""
+    out: dict[str, Any] = {}
+    for k, v in meta.items():
+        if k == "scores":
+            continue
+        if isinstance(v, bool | int | float) or v is None or (isinstance(v, str) and len(v) <= 80):
+            out[k] = v
+        elif isinstance(v, list | tuple) and len(v) <= 32 and all(isinstance(x, str | int | float) for x in v):
+            out[k] = list(v)
+    return out
+
+
 def _no_track(it: Iterable[Any], description: str = "", total: int | None = None) -> Iterable[Any]:
     return it
 
@@ -88,7 +102,7 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str], workdir: Path
                 for row in arm.rows:
                     d = got[row]
                     rec = probe_record(conv.sample_id, probe, row, d, stored, lat, counter)
-                    rec["meta"] = {k: v for k, v in d.meta.items() if k not in ("scores",)}
+                    rec["meta"] = compact_meta(d.meta)
                     if answerer is not None:
                         rec.update(answerer(probe, d.text))
                     records.append(rec)
