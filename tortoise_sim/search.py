@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from . import changes
 from .config import READ_TERMINAL
 from .store import TortoiseStore
 from .text import significant_tokens
@@ -118,27 +120,49 @@ def search_points(
 #
 # The scan above reads every live claim's content and embedding out of Kuzu, tokenises every content and builds
 # the float64 matrix on every call. The cache keeps, per store, the whole claim population (every plain claim
-# with content, whatever its status), a token inverted index and the float32 embeddings (raw + unit-normalised),
-# and rebuilds only when ``store.write_seq`` moved. Filters become boolean masks.
+# with content, whatever its status), a token inverted index and the float32 embeddings as stored, and follows
+# the store's writes: with the default ``search_cache_mode="incremental"`` the Points a write touched (named by
+# ``tortoise_sim.changes``) are re-read by primary key and applied in place (new claims appended, status /
+# content / embedding changes updated, removed ones tombstoned); a write it cannot attribute, or mode
+# ``"rebuild"`` (the previous behaviour, kept to measure against), rebuilds the whole cache. Filters are boolean
+# masks.
 #
 # Exactness of the vector leg. Cosines from a subset of rows are not bit-identical to the scan's (BLAS gemv
-# results depend on a row's position in the matrix; measured). So: (1) a float32 pass over the unit matrix keeps
-# every row within ``_MARGIN`` of the threshold (float32 error on a 384-d unit dot product is < 1e-4);
-# (2) those candidates get float64 cosines computed the scan's way; they differ from the scan's by < 1e-12, so the
-# hit set and the order agree with the scan's unless two hits lie within ``_TOL`` of each other or one lies within
-# ``_TOL`` of the threshold; (3) in that case, when the near tie could change a returned hit or score (or the
-# hit count near the threshold), the vector leg is recomputed exactly as the scan does it, on an identical float64
-# matrix (same rows, same order, same values), so the result is the scan's bit for bit.
+# results depend on a row's position in the matrix; measured). So: (1) a float32 pass over the stored matrix
+# (divided by the row norms) keeps every row within ``_MARGIN`` of the threshold (float32 error on a 384-d dot
+# product is < 1e-4 of the norms); (2) those candidates get float64 cosines computed the scan's way; they differ
+# from the scan's by < 1e-12, so the hit set and the order agree with the scan's unless two hits lie within
+# ``_TOL`` of each other or one lies within ``_TOL`` of the threshold; (3) in that case, when the near tie could
+# change a returned hit or score (or the hit count near the threshold), the vector leg is recomputed exactly as
+# the scan does it, on a float64 matrix rebuilt for that call from the float32 rows (same rows in the scan's id
+# order, same values), so the result is the scan's bit for bit. Only the float32 matrix is kept.
 
 _MARGIN = 1e-3
 _TOL = 1e-9
-_POP_COLS = ("id", "content", "point_kind", "status", "session_id", "outdated", "embedding")
+CACHE_MODES = ("incremental", "rebuild")
+_ROW_COLS = ("n.id AS id, n.content AS content, n.pointKind AS point_kind, n.status AS status, "
+             "n.session_id AS session_id, n.outdated AS outdated, n.embedding AS embedding, "
+             "n.is_operator AS is_operator, n.op_type AS op_type")
+
+
+def cache_mode(store: TortoiseStore) -> str:
+    """How the search and why-block caches follow writes: ``store.search_cache_mode`` (a per-store attribute, set
+    it to "rebuild" for the previous rebuild-on-every-write behaviour), else "incremental"; validated."""
+    mode = getattr(store, "search_cache_mode", None) or "incremental"
+    if mode not in CACHE_MODES:
+        raise ValueError(f"search_cache_mode must be one of {CACHE_MODES}, got {mode!r}")
+    return mode
 
 
 class _SearchCache:
-    """Claim population snapshot at ``seq`` (= ``store.write_seq`` when built)."""
+    """Claim population snapshot at ``seq`` (= ``store.write_seq`` when built or last brought up to date).
+
+    Rows are slots: the population in id order when built, then appended rows; ``alive`` marks current members
+    (a removed claim keeps a dead slot until the next rebuild). ``py_rank`` is each slot's rank in Python string
+    order (the scan's tie-break and, Kuzu comparing strings bytewise, its ORDER BY id)."""
 
     def __init__(self, store: TortoiseStore) -> None:
+        self.log = changes.attach(store)
         self.seq = store.write_seq
         res = store.conn.execute(
             "MATCH (n:Point) WHERE n.is_operator = false AND n.op_type IS NULL AND n.content IS NOT NULL "
@@ -146,6 +170,7 @@ class _SearchCache:
             "n.session_id AS session_id, n.outdated AS outdated, n.embedding AS embedding ORDER BY id"
         )
         tbl = res.get_as_arrow(0)
+        res.close()  # an open Kuzu result left to the garbage collector crashed later writes (segfault, measured)
         self.ids: list[str] = tbl.column("id").to_pylist()
         self.contents: list[str] = tbl.column("content").to_pylist()
         self.kinds: list[str | None] = tbl.column("point_kind").to_pylist()
@@ -153,14 +178,16 @@ class _SearchCache:
         self.session_ids: list[str | None] = tbl.column("session_id").to_pylist()
         n = len(self.ids)
         self.n = n
+        self.sorted_ids = list(self.ids)
+        # incremental updates rank new ids by Python order, which must be Kuzu's ORDER BY id order
+        self.orderable = all(self.sorted_ids[i] < self.sorted_ids[i + 1] for i in range(n - 1))
+        if not self.orderable:
+            self.sorted_ids.sort()
+        self.slot = {pid: i for i, pid in enumerate(self.ids)}
+        self.alive = np.ones(n, dtype=bool)
         self.outdated = np.array([o is True for o in tbl.column("outdated").to_pylist()], dtype=bool)
-        # tie-break key: rank of the id in Python's string order (the scan sorts (key, id) tuples in Python)
         self.py_rank = np.empty(n, dtype=np.int64)
         self.py_rank[sorted(range(n), key=self.ids.__getitem__)] = np.arange(n)
-        by_status: dict[str | None, list[int]] = {}
-        for i, st in enumerate(self.statuses):
-            by_status.setdefault(st, []).append(i)
-        self.by_status = {k: np.asarray(v, dtype=np.int64) for k, v in by_status.items()}
         postings: dict[str, list[int]] = {}
         for i, c in enumerate(self.contents):
             for t in set(significant_tokens(c)):
@@ -168,55 +195,137 @@ class _SearchCache:
         self.postings = {t: np.asarray(v, dtype=np.int64) for t, v in postings.items()}
         col = tbl.column("embedding").combine_chunks()
         has = ~np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool) if n else np.zeros(0, bool)
-        self.emb_pos = np.flatnonzero(has)  # population positions with an embedding, ascending (= id order)
-        dim = col.type.list_size if n else 0
-        if len(self.emb_pos):
+        self.has_emb = has
+        self.dim = col.type.list_size if n else 0
+        if has.any():
             vals = np.asarray(col.values.to_numpy(zero_copy_only=False), dtype=np.float32)
-            vals = vals[col.offset * dim:(col.offset + n) * dim].reshape(n, dim)
-            self.raw = np.ascontiguousarray(vals[self.emb_pos])  # exact stored FLOAT values
+            vals = vals[col.offset * self.dim:(col.offset + n) * self.dim].reshape(n, self.dim)
+            self.raw = np.ascontiguousarray(np.where(has[:, None], vals, np.float32(0.0)))  # stored FLOAT values
         else:
-            self.raw = np.zeros((0, 0), dtype=np.float32)
-        norms = np.linalg.norm(self.raw.astype(np.float64), axis=1) if len(self.raw) else np.zeros(0)
-        self.norms = norms
-        with np.errstate(divide="ignore", invalid="ignore"):
-            unit = self.raw.astype(np.float64) / np.where(norms > 0, norms, 1.0)[:, None]
-        self.unit = np.ascontiguousarray(unit, dtype=np.float32)
+            self.raw = np.zeros((n, self.dim), dtype=np.float32)
+        self.norms = np.linalg.norm(self.raw.astype(np.float64), axis=1) if n else np.zeros(0)
         self._masks: dict[tuple[tuple[str, ...], bool], np.ndarray] = {}
-        self._f64: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         self.searches = 0  # searches answered from this cache
         self.exact_fallbacks = 0  # searches whose vector leg was recomputed the scan's way (near ties)
+        self.updates = 0  # incremental refreshes applied
+        self.updated_rows = 0
 
-    def filtered_matrix(self, emb_sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The scan's float64 matrix for this selection of embedded rows and its ``np.linalg.norm(axis=1)``."""
-        key = b"all" if emb_sel.all() else np.packbits(emb_sel).tobytes()
-        got = self._f64.get(key)
-        if got is None:
-            mat = np.ascontiguousarray(self.raw[emb_sel], dtype=np.float64)
-            got = (mat, np.linalg.norm(mat, axis=1))
-            if len(self._f64) >= 4:
-                self._f64.clear()
-            self._f64[key] = got
-        return got
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the numeric arrays (the float32 matrix dominates)."""
+        arrays = [self.raw, self.norms, self.alive, self.outdated, self.py_rank, self.has_emb]
+        return int(sum(a.nbytes for a in arrays) + sum(v.nbytes for v in self.postings.values()))
+
+    # -- incremental maintenance ----------------------------------------------------------------------------------
+    def refresh(self, store: TortoiseStore) -> bool:
+        """Bring the cache up to ``store.write_seq`` from the touched rows; False = a rebuild is needed."""
+        if not self.orderable:
+            return False
+        touched = self.log.touched_since(self.seq)
+        if touched is None:
+            return False
+        seq = store.write_seq
+        for pid in sorted(touched):
+            rows = changes.read_rows(store, f"MATCH (n:Point {{id: $id}}) RETURN {_ROW_COLS}", {"id": pid})
+            self._apply(pid, rows[0] if rows else None)
+        self.seq = seq
+        self._masks.clear()
+        self.updates += 1
+        self.updated_rows += len(touched)
+        return True
+
+    def _apply(self, pid: str, row: dict[str, Any] | None) -> None:
+        member = (row is not None and row["is_operator"] is False and row["op_type"] is None
+                  and row["content"] is not None)
+        i = self.slot.get(pid)
+        if not member:
+            if i is not None:
+                self.alive[i] = False
+                del self.slot[pid]
+            return
+        assert row is not None
+        if i is None:
+            i = self._append(pid)
+        else:
+            old = set(significant_tokens(self.contents[i]))
+            for t in old:
+                post = self.postings[t]
+                self.postings[t] = post[post != i]
+        self.contents[i] = row["content"]
+        self.kinds[i] = row["point_kind"]
+        self.statuses[i] = row["status"]
+        self.session_ids[i] = row["session_id"]
+        self.outdated[i] = row["outdated"] is True
+        for t in set(significant_tokens(row["content"])):
+            post = self.postings.get(t)
+            self.postings[t] = np.array([i], dtype=np.int64) if post is None else np.append(post, i)
+        emb = row["embedding"]
+        if emb is None:
+            self.has_emb[i] = False
+            if self.raw.shape[1]:
+                self.raw[i] = 0.0
+            self.norms[i] = 0.0
+        else:
+            vec = np.asarray(emb, dtype=np.float32)
+            if self.raw.shape[1] != vec.shape[0]:
+                if self.has_emb[: self.n].any():
+                    raise ValueError("embedding dimension changed")
+                self.raw = np.zeros((self.raw.shape[0], vec.shape[0]), dtype=np.float32)
+                self.dim = vec.shape[0]
+            self.raw[i] = vec
+            self.has_emb[i] = True
+            self.norms[i] = float(np.linalg.norm(vec.astype(np.float64)))
+
+    def _append(self, pid: str) -> int:
+        i = self.n
+        if i >= self.raw.shape[0]:
+            cap = max(16, 2 * self.raw.shape[0])
+            self.raw = _grow(self.raw, cap)
+            self.norms, self.alive = _grow(self.norms, cap), _grow(self.alive, cap)
+            self.outdated, self.has_emb = _grow(self.outdated, cap), _grow(self.has_emb, cap)
+            self.py_rank = _grow(self.py_rank, cap)
+        self.n = i + 1
+        self.ids.append(pid)
+        self.contents.append("")
+        self.kinds.append(None)
+        self.statuses.append(None)
+        self.session_ids.append(None)
+        self.alive[i] = True
+        self.slot[pid] = i
+        r = bisect.bisect_left(self.sorted_ids, pid)
+        self.sorted_ids.insert(r, pid)
+        ranks = self.py_rank[:i]
+        ranks[ranks >= r] += 1
+        self.py_rank[i] = r
+        return i
 
     def mask(self, exclude_statuses: Sequence[str] | None, exclude_outdated_flag: bool) -> np.ndarray:
         key = (tuple(exclude_statuses) if exclude_statuses else (), bool(exclude_outdated_flag))
         m = self._masks.get(key)
         if m is None:
-            m = np.ones(self.n, dtype=bool)
-            for st in set(key[0]):
-                idx = self.by_status.get(st)
-                if idx is not None:
-                    m[idx] = False
+            m = self.alive[: self.n].copy()
+            if key[0]:
+                ex = set(key[0])
+                m &= np.fromiter((s not in ex for s in self.statuses), dtype=bool, count=self.n)
             if key[1]:
-                m &= ~self.outdated
+                m &= ~self.outdated[: self.n]
             self._masks[key] = m
         return m
 
 
+def _grow(a: np.ndarray, cap: int) -> np.ndarray:
+    out = np.zeros((cap,) + a.shape[1:], dtype=a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
 def search_cache_for(store: TortoiseStore) -> _SearchCache:
-    """The store's current cache, rebuilt when ``store.write_seq`` moved since it was built."""
+    """The store's cache brought up to ``store.write_seq``: updated from the touched rows (mode "incremental"),
+    or rebuilt (mode "rebuild", or a write the change log cannot attribute)."""
     cache = getattr(store, "_search_cache", None)
-    if cache is None or cache.seq != store.write_seq:
+    if cache is not None and cache.seq == store.write_seq:
+        return cache
+    if cache is None or cache_mode(store) == "rebuild" or not cache.refresh(store):
         cache = _SearchCache(store)
         store._search_cache = cache  # type: ignore[attr-defined]
     return cache
@@ -243,7 +352,7 @@ def _search_cached(
     qtok = set(significant_tokens(query))
     lists = [c.postings[t] for t in qtok if t in c.postings]
     if lists:
-        shared = np.bincount(np.concatenate(lists), minlength=c.n)
+        shared = np.bincount(np.concatenate(lists), minlength=c.n)[: c.n]
         shared[~m] = 0
     else:
         shared = np.zeros(c.n, dtype=np.int64)
@@ -254,23 +363,24 @@ def _search_cached(
     ties: list[tuple[int, int]] = []  # (first, last) 0-based positions of near-tie runs in the vector order
     exact_needed = False
     q = None
-    emb_sel = m[c.emb_pos] if len(c.emb_pos) else np.zeros(0, dtype=bool)
+    emb_sel = m & c.has_emb[: c.n]
     if emb_sel.any():
         qv = store.embed([query])[0]
         if qv is not None:
             q = np.asarray(qv, dtype=np.float64)
             qn = np.linalg.norm(q) or 1.0
             q32 = (q / qn).astype(np.float32)
-            c32 = c.unit @ q32
+            norms = c.norms[: c.n]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                c32 = (c.raw[: c.n] @ q32) / np.where(norms > 0, norms, 1.0).astype(np.float32)
             cand = np.flatnonzero(emb_sel & (c32 >= VECTOR_THRESHOLD - _MARGIN))
             if len(cand):
-                norms = c.norms[cand] * qn
-                cos = np.divide(c.raw[cand].astype(np.float64) @ q, norms, out=np.zeros(len(cand)),
-                                where=norms > 0)
+                cn = norms[cand] * qn
+                cos = np.divide(c.raw[cand].astype(np.float64) @ q, cn, out=np.zeros(len(cand)), where=cn > 0)
                 if np.any(np.abs(cos - VECTOR_THRESHOLD) < _TOL):
                     exact_needed = True  # hit membership (and the trace count) could differ
                 hit = cos >= VECTOR_THRESHOLD
-                pos, hcos = c.emb_pos[cand[hit]], cos[hit]
+                pos, hcos = cand[hit], cos[hit]
                 order = np.lexsort((c.py_rank[pos], -hcos))
                 vec_idx, hcos = pos[order], hcos[order]
                 close = np.flatnonzero(hcos[:-1] - hcos[1:] < _TOL)
@@ -302,23 +412,24 @@ def _search_cached(
 
 
 def _rrf(c: _SearchCache, lex_idx: np.ndarray, vec_idx: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
-    """Scores (population-sized; 0 = unscored) and the top ``limit`` positions; same float operations as the
-    scan's dict accumulation (0.0 + lexical, then + vector)."""
+    """Scores (slot-sized; 0 = unscored) and the top ``limit`` slots; same float operations as the scan's dict
+    accumulation (0.0 + lexical, then + vector)."""
     score = np.zeros(c.n)
     score[lex_idx] += 1.0 / (RRF_K + np.arange(1, len(lex_idx) + 1))
     score[vec_idx] += 1.0 / (RRF_K + np.arange(1, len(vec_idx) + 1))
-    scored = np.flatnonzero(score > 0)  # every scored id has a positive score; ascending like union1d
+    scored = np.flatnonzero(score > 0)  # every scored id has a positive score
     ordered = scored[np.lexsort((c.py_rank[scored], -score[scored]))][:limit]
     return score, ordered
 
 
 def _vector_leg_as_scan(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """The scan's vector leg, bit for bit: the same float64 matrix (filtered rows with an embedding, id order),
-    the same norm / matmul / divide; the matrix and its row norms are cached per filter (they do not depend on
-    the query). Hits are ordered by (-cosine, id) like the scan's sort."""
-    pos = c.emb_pos[emb_sel]
-    mat, row_norms = c.filtered_matrix(emb_sel)
-    norms = row_norms * (np.linalg.norm(q) or 1.0)
+    """The scan's vector leg, bit for bit: the same float64 matrix (filtered rows with an embedding, in id order),
+    built for this call from the float32 rows and dropped after it, the same norm / matmul / divide. Hits are
+    ordered by (-cosine, id) like the scan's sort."""
+    pos = np.flatnonzero(emb_sel)
+    pos = pos[np.argsort(c.py_rank[pos], kind="stable")]
+    mat = np.ascontiguousarray(c.raw[pos], dtype=np.float64)
+    norms = np.linalg.norm(mat, axis=1) * (np.linalg.norm(q) or 1.0)
     cos = np.divide(mat @ q, norms, out=np.zeros(len(pos)), where=norms > 0)
     hit = np.flatnonzero(cos >= VECTOR_THRESHOLD)
     hp, hc = pos[hit], cos[hit]

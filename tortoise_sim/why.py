@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from . import changes
 from .config import READ_TERMINAL
 from .store import TortoiseStore
 from .text import label_of, synopsis
@@ -170,17 +171,27 @@ _SNAP_COLS = ("id", "content", "status", "outdated", "pointKind", "posterior_alp
               "ep_beta")
 
 
+def _arrow(store: TortoiseStore, query: str) -> Any:
+    """A read as a pyarrow table, the Kuzu result closed at once (one left to the garbage collector crashed a
+    later write, measured)."""
+    res = store.conn.execute(query)
+    try:
+        return res.get_as_arrow(0)
+    finally:
+        res.close()
+
+
 class _WhyCache:
     """Every Point's ``_COLS`` + operator/plain flags + createdAt, and the Point->Point IMPL/NAND/CORRECTS edges,
-    at ``seq`` (= ``store.write_seq`` when built). Each pattern of :func:`_fetch_queries` is evaluated on it with
+    at ``seq`` (= ``store.write_seq`` when built or last updated from the change log). Each pattern of :func:`_fetch_queries` is evaluated on it with
     the same (three-valued) predicate semantics."""
 
     def __init__(self, store: TortoiseStore) -> None:
+        self.log = changes.attach(store)
         self.seq = store.write_seq
-        tbl = store.conn.execute(
-            f"MATCH (n:Point) RETURN {_COLS}, n.is_operator AS is_operator, n.op_type AS op_type, "
-            "n.createdAt AS createdAt"
-        ).get_as_arrow(0)
+        self.updates = 0
+        tbl = _arrow(store, f"MATCH (n:Point) RETURN {_COLS}, n.is_operator AS is_operator, "
+                     "n.op_type AS op_type, n.createdAt AS createdAt")
         cols = {c: tbl.column(c).to_pylist() for c in tbl.column_names}
         self.node: dict[str, dict[str, Any]] = {}
         self.is_op: dict[str, bool] = {}
@@ -188,20 +199,13 @@ class _WhyCache:
         self.strict_not_op: dict[str, bool] = {}
         self.created: dict[str, Any] = {}
         for i, pid in enumerate(cols["id"]):
-            self.node[pid] = {c: cols[c][i] for c in _SNAP_COLS}
-            iso, opt = cols["is_operator"][i], cols["op_type"][i]
-            self.is_op[pid] = iso is True or opt is not None
-            self.is_plain[pid] = iso is False and opt is None
-            self.strict_not_op[pid] = iso is False
-            self.created[pid] = cols["createdAt"][i]
+            self._set_node(pid, {c: cols[c][i] for c in (*_SNAP_COLS, "is_operator", "op_type", "createdAt")})
         # out[rel][src] / inn[rel][tgt] -> list of (other end, idx)
         self.out: dict[str, dict[str, list[tuple[str, Any]]]] = {}
         self.inn: dict[str, dict[str, list[tuple[str, Any]]]] = {}
         for rel in ("IMPL", "NAND", "CORRECTS"):
             idx = "r.idx" if rel != "CORRECTS" else "NULL"
-            et = store.conn.execute(
-                f"MATCH (a:Point)-[r:{rel}]->(b:Point) RETURN a.id AS a, b.id AS b, {idx} AS i"
-            ).get_as_arrow(0)
+            et = _arrow(store, f"MATCH (a:Point)-[r:{rel}]->(b:Point) RETURN a.id AS a, b.id AS b, {idx} AS i")
             o: dict[str, list[tuple[str, Any]]] = {}
             n: dict[str, list[tuple[str, Any]]] = {}
             for a, b, i in zip(et.column("a").to_pylist(), et.column("b").to_pylist(), et.column("i").to_pylist(),
@@ -210,13 +214,70 @@ class _WhyCache:
                 n.setdefault(b, []).append((a, i))
             self.out[rel], self.inn[rel] = o, n
 
+    def _set_node(self, pid: str, r: dict[str, Any]) -> None:
+        self.node[pid] = {c: r[c] for c in _SNAP_COLS}
+        iso, opt = r["is_operator"], r["op_type"]
+        self.is_op[pid] = iso is True or opt is not None
+        self.is_plain[pid] = iso is False and opt is None
+        self.strict_not_op[pid] = iso is False
+        self.created[pid] = r["createdAt"]
+
     def row(self, pid: str, **extra: Any) -> dict[str, Any]:
         return {**extra, **self.node[pid]}
 
+    def refresh(self, store: TortoiseStore) -> bool:
+        """Re-read the Points the writes since ``seq`` touched (row and every IMPL/NAND/CORRECTS edge at either
+        end) and apply them; False when the change log cannot name them (then the caller rebuilds)."""
+        touched = self.log.touched_since(self.seq)
+        if touched is None:
+            return False
+        seq = store.write_seq
+        for pid in sorted(touched):
+            self._reread(store, pid)
+        self.seq = seq
+        self.updates += 1
+        return True
+
+    def _reread(self, store: TortoiseStore, pid: str) -> None:
+        for rel in ("IMPL", "NAND", "CORRECTS"):
+            o, n = self.out[rel], self.inn[rel]
+            for b in {b for b, _ in o.pop(pid, [])}:
+                if b != pid:
+                    n[b] = [(a, i) for a, i in n.get(b, []) if a != pid]
+            for a in {a for a, _ in n.pop(pid, [])}:
+                if a != pid:
+                    o[a] = [(b, i) for b, i in o.get(a, []) if b != pid]
+        rows = changes.read_rows(store, f"MATCH (n:Point {{id: $id}}) RETURN {_COLS}, n.is_operator AS is_operator, "
+                                 "n.op_type AS op_type, n.createdAt AS createdAt", {"id": pid})
+        if not rows:
+            for table in (self.node, self.is_op, self.is_plain, self.strict_not_op, self.created):
+                table.pop(pid, None)
+            return
+        self._set_node(pid, rows[0])
+        for rel in ("IMPL", "NAND", "CORRECTS"):
+            idx = "r.idx" if rel != "CORRECTS" else "NULL"
+            o, n = self.out[rel], self.inn[rel]
+            for r in changes.read_rows(store, f"MATCH (a:Point {{id: $id}})-[r:{rel}]->(b:Point) RETURN b.id AS b, "
+                                       f"{idx} AS i", {"id": pid}):
+                o.setdefault(pid, []).append((r["b"], r["i"]))
+                n.setdefault(r["b"], []).append((pid, r["i"]))
+            for r in changes.read_rows(store, f"MATCH (a:Point)-[r:{rel}]->(b:Point {{id: $id}}) RETURN a.id AS a, "
+                                       f"{idx} AS i", {"id": pid}):
+                if r["a"] == pid:
+                    continue  # a self-edge, added with the outgoing ones
+                n.setdefault(pid, []).append((r["a"], r["i"]))
+                o.setdefault(r["a"], []).append((pid, r["i"]))
+
 
 def _why_cache_for(store: TortoiseStore) -> _WhyCache:
+    """The store's why-block snapshot at ``store.write_seq``: updated from the touched rows (search cache mode
+    "incremental", the default) or rebuilt (mode "rebuild", or a write the change log cannot attribute)."""
+    from .search import cache_mode
+
     cache = getattr(store, "_why_cache", None)
-    if cache is None or cache.seq != store.write_seq:
+    if cache is not None and cache.seq == store.write_seq:
+        return cache
+    if cache is None or cache_mode(store) == "rebuild" or not cache.refresh(store):
         cache = _WhyCache(store)
         store._why_cache = cache  # type: ignore[attr-defined]
     return cache

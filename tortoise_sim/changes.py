@@ -1,0 +1,198 @@
+"""Which Points did the writes since a given ``store.write_seq`` touch? (incremental search / why-block caches)
+
+`attach(store)` puts a recording proxy in front of the store's connection (and its ``bulk_load``): every
+statement the store's write counter treats as mutating is logged with its parameters (or its pyarrow table) and the
+counter value before it ran. `ChangeLog.touched_since(seq)` then names every Point a logged statement could have
+changed, or returns None when it cannot be sure, and the caller rebuilds from scratch.
+
+A statement is attributed only when every node pattern that could bind a Point (label ``Point`` or no label) is
+keyed by id, inline (``(n:Point {id: $x})``, ``{id: row.id}``, ``{id: i}`` over ``UNWIND``/``LOAD FROM``) or by a
+``n.id IN $..`` / ``n.id = $..`` predicate. The touched ids are then all string values among its parameters (list
+and map members included) or the string columns of its table: a superset, which the caches re-read from Kuzu by
+primary key (a name that is no Point reads as absent). Statements on other node tables only (sessions, events,
+meta rows) touch no Point. Anything else (a label-free anonymous pattern, a sweep such as
+``MATCH (n:Point) WHERE n.status = 'draft' SET ...``, a schema change, a log overflow) answers None. A ROLLBACK makes
+every statement since its BEGIN count again (a cache may have read inside the transaction), so their ids are
+re-read and show the state after the rollback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["ChangeLog", "attach", "statement_ids", "read_rows"]
+
+MAX_ENTRIES = 20_000  # logged statements kept; older ones are dropped and sequences before them answer None
+MAX_IDS = 5_000  # more touched names than this: a rebuild is cheaper than re-reading row by row
+
+_NODE = re.compile(r"(?<![\w`])\(\s*(\w*)\s*(?::\s*([\w|`]+))?\s*(\{[^{}]*\})?\s*\)")
+_SCHEMA = re.compile(r"\b(ALTER|DROP|COPY|CALL|INSTALL|IMPORT|ATTACH|USE|CHECKPOINT)\b", re.IGNORECASE)
+_TX = re.compile(r"^\s*(BEGIN\s+TRANSACTION|BEGIN|COMMIT|ROLLBACK)\s*;?\s*$", re.IGNORECASE)
+_ROLLBACK = re.compile(r"^\s*ROLLBACK\b", re.IGNORECASE)
+_BEGIN = re.compile(r"^\s*BEGIN\b", re.IGNORECASE)
+_INLINE_ID = re.compile(r"[{,]\s*`?id`?\s*:")
+
+
+def statement_ids(query: str, params: Any) -> set[str] | None:
+    """Point ids a mutating statement may have changed (a superset), or None when it cannot be attributed."""
+    if _TX.match(query):
+        return set()
+    if _SCHEMA.search(query):
+        return None
+    labels: dict[str, set[str]] = {}
+    keyed: dict[str, bool] = {}
+    for var, label, props in _NODE.findall(query):
+        names = {x.strip("`") for x in label.split("|")} if label else set()
+        if not var:
+            if not names or "Point" in names:
+                return None  # an anonymous pattern that may bind Points
+            continue
+        labels.setdefault(var, set()).update(names)
+        keyed[var] = keyed.get(var, False) or bool(props and _INLINE_ID.search(props))
+    relevant = [v for v, names in labels.items() if not names or "Point" in names]
+    for v in relevant:
+        if keyed[v]:
+            continue
+        if re.search(rf"\b{re.escape(v)}\.id\s*(IN|=)\s*\$", query):
+            continue
+        return None
+    if not relevant:
+        return set()
+    out: set[str] = set()
+    _strings(params, out)
+    return out
+
+
+def _strings(value: Any, out: set[str]) -> None:
+    if isinstance(value, str):
+        out.add(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _strings(v, out)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for v in value:
+            if not isinstance(v, int | float | bool) and v is not None:
+                _strings(v, out)
+    elif hasattr(value, "column_names") and hasattr(value, "column"):  # a pyarrow table (bulk_load)
+        import pyarrow as pa
+
+        for name in value.column_names:
+            col = value.column(name)
+            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                out.update(x for x in col.to_pylist() if isinstance(x, str))
+
+
+class ChangeLog:
+    """Mutating statements seen since `start` (the store's ``write_seq`` when attached)."""
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.floor = start  # sequences below this are no longer covered
+        self.entries: list[tuple[int, str, Any]] = []
+
+    def record(self, seq: int, query: str, params: Any) -> None:
+        self.entries.append((seq, query, params))
+        if len(self.entries) > MAX_ENTRIES:
+            drop = len(self.entries) - MAX_ENTRIES // 2
+            self.floor = self.entries[drop][0]
+            del self.entries[:drop]
+
+    def touched_since(self, seq: int) -> set[str] | None:
+        """Every Point id a statement logged at or after `seq` may have changed; None = unknown (rebuild)."""
+        if seq < self.floor:
+            return None
+        out: set[str] = set()
+        start = self._index(seq)
+        for k in range(start, len(self.entries)):
+            query, params = self.entries[k][1], self.entries[k][2]
+            if _ROLLBACK.match(query):
+                # the rolled-back statements may predate `seq` (a cache read inside the transaction): re-read
+                # everything since the transaction began
+                begin = next((j for j in range(k - 1, -1, -1) if _BEGIN.match(self.entries[j][1])), None)
+                if begin is None:
+                    return None
+                for j in range(begin, min(start, k)):
+                    ids = statement_ids(self.entries[j][1], self.entries[j][2])
+                    if ids is None:
+                        return None
+                    out |= ids
+                continue
+            ids = statement_ids(query, params)
+            if ids is None:
+                return None
+            out |= ids
+            if len(out) > MAX_IDS:
+                return None
+        return out if len(out) <= MAX_IDS else None
+
+    def _index(self, seq: int) -> int:
+        lo, hi = 0, len(self.entries)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.entries[mid][0] < seq:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _after(self, seq: int) -> Iterable[tuple[int, str, Any]]:
+        return self.entries[self._index(seq):]
+
+    def prune(self, seq: int) -> None:
+        """Forget entries before `seq` (no cache needs them any more)."""
+        keep = list(self._after(seq))
+        if len(keep) != len(self.entries):
+            self.floor = max(self.floor, seq)
+            self.entries = keep
+
+
+class _LoggingConnection:
+    """Delegates to the store's counting connection; logs what it counts as a write."""
+
+    def __init__(self, inner: Any, store: Any, log: ChangeLog, mutating: re.Pattern[str]) -> None:
+        self._inner = inner
+        self._store = store
+        self._log = log
+        self._mutating = mutating
+
+    def execute(self, query: Any, parameters: dict[str, Any] | None = None) -> Any:
+        if not isinstance(query, str):
+            self._log.record(self._store.write_seq, "CALL unknown()", None)  # prepared statement: unknown
+        elif self._mutating.search(query):
+            self._log.record(self._store.write_seq, query, parameters)
+        return self._inner.execute(query, parameters)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def attach(store: Any) -> ChangeLog:
+    """The store's change log, installing the recording proxy on first use."""
+    log = getattr(store, "_change_log", None)
+    if log is not None:
+        return log
+    from .store import _MUTATING
+
+    log = ChangeLog(store.write_seq)
+    store.conn = _LoggingConnection(store.conn, store, log, _MUTATING)
+    original_bulk = store.bulk_load
+
+    def bulk_load(cypher: str, table: Any, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        log.record(store.write_seq, cypher, [params or {}, table])
+        return original_bulk(cypher, table, params)
+
+    store.bulk_load = bulk_load
+    store._change_log = log
+    return log
+
+
+def read_rows(store: Any, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """A read as a list of row dicts with the Kuzu result closed at once (results left open to the garbage
+    collector were followed by Kuzu 0.11.3 segfaults on later writes in our runs)."""
+    res = store.conn.execute(query, params or {})
+    try:
+        return res.get_as_arrow(0).to_pylist()
+    finally:
+        res.close()
