@@ -26,6 +26,7 @@ import torch.nn as nn
 
 from .bank import JsonlLineError, iter_jsonl_strict
 from .classifier import UPSTREAM_PM_BACKBONE, MemoryRetrieverClassifier, load_backbone
+from .durable import write_with
 from .plans import CASE_TOKEN, PLAN_TOKEN, plan_text
 
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm", "ln")
@@ -51,8 +52,6 @@ class PairJsonlDataset:
         self.queries: list[str] = []
         self.lines: list[int] = []
         for ln, obj in iter_jsonl_strict(path):
-            if not isinstance(obj, dict):
-                raise JsonlLineError(path, ln, f"each line must be a JSON object, not {type(obj).__name__}")
             q, case, label = obj.get("query"), obj.get("case"), obj.get("truth_label")
             if q is None or case is None or label is None:
                 raise JsonlLineError(path, ln, "missing query/case/truth_label",
@@ -207,6 +206,7 @@ class TrainConfig:
     freeze_backbone: bool = False
     num_workers: int = 0
     metrics_json: str | None = None
+    atomic_checkpoints: bool = False  # hardened, named: temp file + fsync + os.replace for best/last/metrics (REL-12)
 
 
 @dataclass
@@ -244,9 +244,14 @@ def _param_groups(named: list[tuple[str, nn.Parameter]], weight_decay: float) ->
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def train(cfg: TrainConfig, *, log: Callable[[str], None] = print, progress: ProgressFn | None = None
-          ) -> TrainResult:
-    """Run the trainer; prints the upstream lines through ``log`` and reports ``progress(kind, done, total)``."""
+def train(cfg: TrainConfig, *, log: Callable[[str], None] = print, progress: ProgressFn | None = None,
+          fault_hook: Callable[[str], None] | None = None) -> TrainResult:
+    """Run the trainer; prints the upstream lines through ``log`` and reports ``progress(kind, done, total)``.
+
+    Durable writes go through ``agentfly_sim.durable.write_with`` with the fault-hook steps
+    ``agentfly.train.best``, ``agentfly.train.last`` and ``agentfly.train.metrics``. Faithful: ``torch.save`` and
+    ``json.dump`` overwrite in place, so a crash mid-save of ``best.pt`` destroys the best checkpoint saved
+    before it (REL-12); ``atomic_checkpoints=True`` replaces each file atomically instead."""
     from torch.utils.data import DataLoader, Subset
     from transformers import get_linear_schedule_with_warmup
 
@@ -352,7 +357,9 @@ def train(cfg: TrainConfig, *, log: Callable[[str], None] = print, progress: Pro
         score = selection_score(m)
         if cfg.save_best and score > best:
             best = score
-            torch.save(model.state_dict(), best_path)
+            state = model.state_dict()
+            write_with(best_path, lambda p: torch.save(state, p), step="agentfly.train.best", hook=fault_hook,
+                       atomic=cfg.atomic_checkpoints)
             log(f"  -> best updated: {best_path}")
 
     global_step = 0
@@ -390,7 +397,9 @@ def train(cfg: TrainConfig, *, log: Callable[[str], None] = print, progress: Pro
         consider(m)
         if progress:
             progress("epoch", epoch, cfg.epochs)
-    torch.save(model.state_dict(), last_path)
+    final_state = model.state_dict()
+    write_with(last_path, lambda p: torch.save(final_state, p), step="agentfly.train.last", hook=fault_hook,
+               atomic=cfg.atomic_checkpoints)
     log(f"Training done. Final: {last_path}")
     has_best = cfg.save_best and os.path.exists(best_path)
     if has_best:
@@ -405,6 +414,10 @@ def train(cfg: TrainConfig, *, log: Callable[[str], None] = print, progress: Pro
                "schedule": {k: v for k, v in sched.items() if k != "step_evals"}, "evaluations": evaluations,
                "final": evaluations[-1] if evaluations else None, "best_score": best,
                "best_path": result.best_path, "last_path": last_path}
-    with open(metrics_path, "w", encoding="utf-8") as f:
-        json.dump(_json_safe(payload), f, indent=2, default=str)
+    def dump_metrics(p: str) -> None:
+        with open(p, "w", encoding="utf-8") as f:
+            json.dump(_json_safe(payload), f, indent=2, default=str)
+
+    write_with(metrics_path, dump_metrics, step="agentfly.train.metrics", hook=fault_hook,
+               atomic=cfg.atomic_checkpoints)
     return result

@@ -142,9 +142,85 @@ def _checker(kind: str):
 
 def scenarios() -> list[Scenario]:
     opt = "DriverConfig(durability='journal')"
+    return [*_driver_scenarios(opt), *train_scenarios()]
+
+
+def _driver_scenarios(opt: str) -> list[Scenario]:
     return [
         Scenario("agentfly", "agentfly.np", "NP driver, 3 questions: result append, case append, reload; "
                  "restart suppression", _runner("np"), _checker("np"), hardened_option=opt),
         Scenario("agentfly", "agentfly.pm", "PM driver, 3 questions: result, pairs and case appends, pool reload; "
                  "restart suppression", _runner("pm"), _checker("pm"), hardened_option=opt),
     ]
+
+
+# ------------------------------------------------------------------------------------------------ trainer
+def _pairs_file(root: Path) -> Path:
+    """24 pairs with coin-flip labels (seed 2): validation AUC improves twice, so best.pt is saved twice."""
+    import random
+
+    rng = random.Random(2)
+    rows = [{"query": f"query about topic {i % 6}", "case": f"case text {i} on topic {(i * 5) % 7}",
+             "case_label": "positive", "plan": "{}", "truth_label": rng.random() < 0.5} for i in range(24)]
+    path = root / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def run_train(root: Path, hook: Any, mode: str, acks: Acks) -> None:
+    import torch
+
+    from agentfly_sim.training import TrainConfig, train
+
+    torch.set_num_threads(1)
+    cfg = TrainConfig(train=str(_pairs_file(root)), output_dir=str(root / "ckpt"), epochs=2, batch_size=4,
+                      val_ratio=0.25, freeze_backbone=True, save_best=True, eval_every=2, lr=1e-3,
+                      atomic_checkpoints=mode == "hardened")
+
+    def log(line: str) -> None:
+        if "best updated" in line:
+            acks.append("best")
+
+    train(cfg, log=log, fault_hook=hook)
+    acks.append("done")
+
+
+def check_train(root: Path, acks: list[str], mode: str) -> Check:
+    """Restart: load the checkpoints as the PM retriever does (``torch.load``) and read the metrics."""
+    import torch
+
+    c = Check()
+    ckpt = root / "ckpt"
+    loadable: dict[str, bool] = {}
+    for name in ("best.pt", "last.pt"):
+        path = ckpt / name
+        if path.exists():
+            try:
+                torch.load(path, map_location="cpu", weights_only=True)
+                loadable[name] = True
+            except Exception as exc:  # noqa: BLE001 - an unreadable checkpoint is an outcome
+                loadable[name] = False
+                c.notes.append(f"{name}: {type(exc).__name__}: {str(exc)[:80]}")
+    if "best" in acks and not loadable.get("best.pt"):
+        c.lost.append("best.pt (a best checkpoint was acknowledged; none loads)")
+    if "done" in acks:
+        if not loadable.get("last.pt"):
+            c.lost.append("last.pt")
+        try:
+            metrics = json.loads((ckpt / "metrics.json").read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            c.lost.append(f"metrics.json ({type(exc).__name__})")
+        else:
+            if metrics.get("best_path") and not loadable.get("best.pt"):
+                c.disagree.append("metrics.json names a best.pt that does not load")
+    for name, ok in loadable.items():
+        if not ok and not any(name in x for x in c.lost):
+            c.disagree.append(f"{name} exists but does not load (an earlier save was interrupted)")
+    c.notes += [f"leftover temp file {p.name}" for p in ckpt.glob(".*.tmp-*")] if ckpt.exists() else []
+    return c
+
+
+def train_scenarios() -> list[Scenario]:
+    return [Scenario("agentfly", "agentfly.train", "retriever trainer with save_best: best.pt at each improving "
+                     "evaluation, then last.pt and metrics.json", run_train, check_train,
+                     hardened_option="TrainConfig(atomic_checkpoints=True)")]
