@@ -1,0 +1,55 @@
+"""``benchmarks.serve`` bookkeeping on hand-made rows (the timed run itself is `memsim bench serve`)."""
+
+from __future__ import annotations
+
+from benchmarks import serve
+
+
+def _s(p50: float, n: int = 3, fired: int = 3, errors: int = 0) -> dict:
+    return {"n": n, "p50_ms": p50, "p95_ms": p50 * 1.5, "p99_ms": p50 * 2, "mean_ms": p50, "max_ms": p50 * 2,
+            "fired": fired, "errors": errors}
+
+
+def _rows() -> list[dict]:
+    small = {"points": 1000, "cold_courtesy": _s(200), "cold_retrieval": _s(900), "warm_courtesy": _s(60),
+             "warm_retrieval": _s(90), "legacy_retrieval": _s(8000), "legacy_courtesy": _s(900),
+             "service_start_s": 2.0, "service_rss_after_warm_bytes": 3e8, "service_rss_end_bytes": 3.2e8,
+             "capture_s": _s(300), "first_after_capture": _s(95), "cache_refresh_s": 0.01,
+             "cold_equals_warm": 10, "cold_equals_warm_of": 10}
+    big = dict(small, points=100_000, warm_retrieval=_s(180), service_rss_end_bytes=1.2e9,
+               load={"clients": 8, "seconds": 60.0, "hooks": 500, "errors": 2, "error_kinds": {"exit 1": 2},
+                     "throughput_per_s": 8.3, "all": _s(400), "retrieval": _s(450), "courtesy": _s(350),
+                     "captures": 11, "capture_errors": 0, "capture_s": [0.5] * 11,
+                     "first_retrieval_after_capture": _s(500), "timeline": [(0.1, 0.4, "retrieval", False),
+                                                                           (0.2, 0.3, "courtesy", True)],
+                     "capture_times": [(5.0, 0.5)]})
+    return [small, big]
+
+
+def test_levels_ratios_and_report():
+    rows = _rows()
+    lv = {x["level"]: x for x in serve.levels(rows)}
+    assert lv["warm retrieval hook p50 <= 150 ms at 100,000 points"]["met"] is False
+    assert lv["cold retrieval hook (no service) <= 2 s at 1,000 points"]["met"] is True
+    assert lv["zero errors under 8 concurrent hook clients with a capture every 5 s"]["met"] is False
+    assert lv["service memory <= 1 GB at 100,000 points"]["met"] is False
+    ratios = {r["key"]: r["value"] for r in serve.ratios(rows)}
+    assert ratios["cold_vs_warm_retrieval@1000"] == 10.0 and ratios["legacy_vs_warm_retrieval@1000"] == 8000 / 90
+    payload = {"meta": {"machine": {"cpu": "x", "affinity_cpus": 2, "cpu_count": 2, "mem_total_gib": 1,
+                                    "torch_threads": 1, "platform": "p", "python": "3", "versions": {},
+                                    "date_utc": "d"}, "quick": True, "wall_s": 1.0},
+               "builds": [{"points": 1000, "embed_s": 1.0, "load_s": 1.0, "bytes": 2**20, "cached": True}],
+               "rows": rows, "ratios": serve.ratios(rows), "levels": serve.levels(rows)}
+    md = serve.render_markdown(payload)
+    assert "| 100,000 | retrieval | warm |" in md and "Errors by kind" in md and "| NO |" in md
+    fig = serve.figure(payload)
+    assert len(fig.axes) == 2
+
+
+def test_bad_output_detection():
+    ok = {"rc": 0, "stderr": "", "stdout": '{"hookSpecificOutput": {"additionalContext": "x"}}\n'}
+    assert serve._bad(ok) is None
+    assert serve._bad({**ok, "stdout": ""}) is None
+    assert serve._bad({**ok, "rc": 2}) == "exit 2"
+    assert serve._bad({**ok, "stdout": "not json\n"}) == "output is not one line of harness JSON"
+    assert serve._bad({**ok, "stderr": "Traceback (most recent call last)"}) == "traceback on stderr"
