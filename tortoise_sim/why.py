@@ -239,6 +239,10 @@ class _WhyCache:
         return True
 
     def _reread(self, store: TortoiseStore, pid: str) -> None:
+        rows = changes.read_rows(store, f"MATCH (n:Point {{id: $id}}) RETURN {_COLS}, n.is_operator AS is_operator, "
+                                 "n.op_type AS op_type, n.createdAt AS createdAt", {"id": pid})
+        if not rows and pid not in self.node:
+            return  # not a Point before or after (a touched name is a superset of the ids)
         for rel in ("IMPL", "NAND", "CORRECTS"):
             o, n = self.out[rel], self.inn[rel]
             for b in {b for b, _ in o.pop(pid, [])}:
@@ -247,8 +251,6 @@ class _WhyCache:
             for a in {a for a, _ in n.pop(pid, [])}:
                 if a != pid:
                     o[a] = [(b, i) for b, i in o.get(a, []) if b != pid]
-        rows = changes.read_rows(store, f"MATCH (n:Point {{id: $id}}) RETURN {_COLS}, n.is_operator AS is_operator, "
-                                 "n.op_type AS op_type, n.createdAt AS createdAt", {"id": pid})
         if not rows:
             for table in (self.node, self.is_op, self.is_plain, self.strict_not_op, self.created):
                 table.pop(pid, None)
