@@ -544,8 +544,10 @@ def run_one(target: Target, inp: FuzzInput) -> tuple[str, str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run_target(name: str, examples: int, seed: int = 0, *, specials: bool = True) -> dict[str, Any]:
-    """Run the specials (when asked) and ``examples`` generated inputs through one target."""
+def run_target(name: str, examples: int, seed: int = 0, *, specials: bool = True,
+               skip_specials: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run the specials (when asked; minus the families in ``skip_specials``) and ``examples`` generated inputs
+    through one target."""
     from hypothesis import HealthCheck, Phase, given, settings
 
     target = targets()[name]
@@ -563,36 +565,24 @@ def run_target(name: str, examples: int, seed: int = 0, *, specials: bool = True
 
     if specials:
         for inp in _specials(target.seed_doc, target.jsonl):
-            record(inp)
-
-    @settings(max_examples=examples, database=None, deadline=None, derandomize=True,
-              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(fuzz_inputs(target.seed_doc, target.keys, jsonl=target.jsonl))
-    def body(inp: FuzzInput) -> None:
-        record(inp)
+            if inp.family not in skip_specials:
+                record(inp)
 
     if examples > 0:
-        with _seeded(seed):
-            body()
+        from hypothesis import seed as with_seed
+
+        @with_seed(seed)
+        @settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate],
+                  suppress_health_check=list(HealthCheck))
+        @given(fuzz_inputs(target.seed_doc, target.keys, jsonl=target.jsonl))
+        def body(inp: FuzzInput) -> None:
+            record(inp)
+
+        body()
     return {"target": name, "loader": target.loader, "documented": target.documented,
             "examples": sum(counts.values()), "outcomes": {o: counts.get(o, 0) for o in OUTCOMES},
             "families": {f: dict(c) for f, c in sorted(families.items())}, "failures": failures,
             "seconds": round(time.perf_counter() - t0, 2)}
-
-
-@contextlib.contextmanager
-def _seeded(seed: int) -> Any:
-    """Different ``seed`` values give different (still deterministic) example streams."""
-    import random
-
-    from hypothesis import seed as hseed  # noqa: F401 - documented alternative
-
-    state = random.getstate()
-    random.seed(seed)
-    try:
-        yield
-    finally:
-        random.setstate(state)
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:

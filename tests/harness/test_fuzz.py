@@ -1,0 +1,60 @@
+"""Fuzzed loaders (issue 11 item 5): every target ends every input in a documented outcome (bounded example counts
+here; ``memsim fuzz --examples 10000`` is the long run)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.fuzz import OUTCOMES, FuzzInput, Target, run_one, run_target, targets
+
+EXAMPLES = 120
+
+
+@pytest.mark.parametrize("name", sorted(targets()))
+def test_target_has_no_crash_and_no_partial_write(name):
+    slow_yaml = name == "fractal-replay-yaml"  # PyYAML's pure-Python scanner takes ~5 s on the 20 MB line
+    res = run_target(name, 60 if slow_yaml else EXAMPLES, seed=1,
+                     skip_specials=("big_line",) if slow_yaml else ())
+    assert res["outcomes"]["crash"] == 0 and res["outcomes"]["partial_write"] == 0, res["failures"]
+    assert res["examples"] == sum(res["outcomes"].values()) >= (60 if slow_yaml else EXAMPLES)
+    assert sum(1 for o in OUTCOMES if res["outcomes"][o]) >= 2  # the inputs reach more than one outcome
+
+
+def test_an_uncaught_exception_is_counted_as_a_crash_not_hidden():
+    def broken(inp, tmp):
+        json.loads(inp.data or b"")
+        return "accepted"
+
+    toy = Target("toy", "json.loads", broken, b"{}", ("a",), False, "none")
+    assert run_one(toy, FuzzInput("seed", b"{}"))[0] == "accepted"
+    outcome, detail = run_one(toy, FuzzInput("truncated", b"{"))
+    assert outcome == "crash" and "JSONDecodeError" in detail
+
+
+def test_faithful_np_skip_is_counted_as_skipped():
+    np_bank = targets()["agentfly-np-bank"]
+    data = b'{"question": "q", "plan": "p"}\nnot json\n'
+    assert run_one(np_bank, FuzzInput("x", data))[0] == "skipped"
+    assert run_one(np_bank, FuzzInput("x", data.split(b"\n")[0] + b"\n"))[0] == "accepted"
+
+
+def test_fractal_session_backup_must_be_a_complete_copy():
+    session = targets()["fractal-session"]
+    assert run_one(session, FuzzInput("truncated", b'{"schema_version": 1, "sess'))[0] == "skipped"
+
+
+def test_memsim_fuzz_writes_its_report(tmp_path):
+    from harness.cli import app
+
+    r = CliRunner().invoke(app, ["fuzz", "--target", "locomo", "--target", "agentfly-dataset", "--examples", "5",
+                                 "--no-specials", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "fuzz.json").read_text())
+    assert [t["target"] for t in data["targets"]] == ["locomo", "agentfly-dataset"]
+    assert data["summary"]["outcomes"]["crash"] == 0
+    assert "| locomo |" in (tmp_path / "fuzz.md").read_text()
+    r = CliRunner().invoke(app, ["fuzz", "--target", "nope", "--out", str(tmp_path)])
+    assert r.exit_code == 1 and "unknown --target" in r.output
