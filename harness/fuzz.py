@@ -506,7 +506,9 @@ def targets() -> dict[str, Target]:
                _SPOOL_META_SEED, ("session_id", "turn_count", "lane", "attempts", "filed_key", "capture_key"), False,
                "corrupt meta: entry discarded with a ledger line (spec 10.1 item 9) = skipped"),
         Target("tortoise-spool-turns", "tortoise_sim.spool.Spool.flush_spool (turn log)", _spool_files("turns"),
-               _SPOOL_TURNS_SEED, ("role", "content"), True, "unreadable turns: entry discarded = skipped"),
+               _SPOOL_TURNS_SEED, ("role", "content"), True,
+               "unreadable turn log: SpoolTurnsError naming <file>:<line>, the flush stops and the entry stays "
+               "= rejected; a directory in its place: OSError naming it = rejected"),
         Target("tortoise-capture-input", "memsim tortoise capture FILE (_load_json_input + capture_session)",
                _tortoise_cli_input("capture"), _CAPTURE_SEED, ("role", "content"), False,
                "one `error: <file>` line, or the capture's ValueError/ok=false"),
