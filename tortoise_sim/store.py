@@ -543,6 +543,56 @@ class TortoiseStore:
             return
         self._emit_now(type_, payload, snapshot, ts)
 
+    def emit_events(self, type_: str, payloads: Sequence[dict[str, Any]]) -> None:
+        """`emit_event` for many events of one type: the same rows (ids from the same rng draws, one ``now()``
+        per event, consecutive ``seq``) written by one feed transaction with an UNWIND instead of one transaction
+        per event. Falls back to one `emit_event` per payload where per-event behaviour is observable: the
+        transactional event mode, a fault-hook step or an injected feed failure. A failing bulk write is
+        recorded once per event (best-effort sink, the mutation stands)."""
+        payloads = list(payloads)
+        if (len(payloads) < 2 or self.cfg.event_durability == "transactional" or self.faults.step is not None
+                or type_ in self.faults.fail_graph_feed):
+            for payload in payloads:
+                self.emit_event(type_, payload)
+            return
+        stamps = [self.now() for _ in payloads]
+        if self._tx_depth:
+            self._pending.append(lambda: self._emit_bulk_now(type_, payloads, stamps))
+            return
+        self._emit_bulk_now(type_, payloads, stamps)
+
+    def _emit_bulk_now(self, type_: str, payloads: list[dict[str, Any]], stamps: list[str]) -> None:
+        try:
+            eids = [uuid.UUID(int=self.rng.getrandbits(128), version=4).hex for _ in payloads]
+            taken = {r["e"] for r in self.query("MATCH (x:GraphEvent) WHERE x.event_id IN $ids RETURN "
+                                                "x.event_id AS e", {"ids": eids})}
+            while taken or len(set(eids)) < len(eids):
+                seen: set[str] = set()
+                for i, e in enumerate(eids):
+                    if e in taken or e in seen:
+                        eids[i] = uuid.uuid4().hex  # another process with the same seed wrote this id already
+                    seen.add(eids[i])
+                taken = {r["e"] for r in self.query("MATCH (x:GraphEvent) WHERE x.event_id IN $ids RETURN "
+                                                    "x.event_id AS e", {"ids": eids})}
+            with self.transaction():
+                first = int(self.query(
+                    "MATCH (m:GraphEventMeta {key:'feed'}) SET m.last_seq = m.last_seq + 1, "
+                    "m.first_seq = CASE WHEN m.first_seq = 0 THEN m.last_seq + 1 ELSE m.first_seq END "
+                    "RETURN m.last_seq AS seq"
+                )[0]["seq"])
+                self.execute("MATCH (m:GraphEventMeta {key:'feed'}) SET m.last_seq = m.last_seq + $k",
+                             {"k": len(payloads) - 1})
+                rows = [{"eid": e, "seq": first + i, "ts": ts, "payload": json.dumps(p, sort_keys=False)}
+                        for i, (e, ts, p) in enumerate(zip(eids, stamps, payloads, strict=True))]
+                self.execute("UNWIND $rows AS r CREATE (e:GraphEvent {event_id: r.eid, seq: r.seq, ts: r.ts, "
+                             "type: $type, payload: r.payload})", {"rows": rows, "type": type_})
+        except Exception as exc:
+            for _ in payloads:
+                self.event_failures.append(("feed", type_, repr(exc)))
+            log.warning("graph feed write failed for %d %s events: %s", len(payloads), type_, exc)
+        for payload, ts in zip(payloads, stamps, strict=True):
+            self.journal(type_, payload, ts=ts)
+
     # ------------------------------------------------------------------ hardened event mode (REL-07)
     def operation(self) -> contextlib.AbstractContextManager[None]:
         """One Kuzu transaction around a whole SDK operation when ``event_durability="transactional"`` (so the
