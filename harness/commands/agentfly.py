@@ -57,6 +57,9 @@ def retrieve(
     _torch_threads()
     from agentfly_sim.classifier import CaseRetriever, format_ranked, load_pool
 
+    if device is not None and device.split(":")[0] not in ("cpu", "cuda"):
+        raise fail(f"--device must be cpu or cuda (cuda:N), not {device!r}")
+
     try:
         pool, meta = load_pool(pool_jsonl)
     except (OSError, ValueError) as exc:

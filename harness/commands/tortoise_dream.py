@@ -38,6 +38,8 @@ def dream(
     used and the affected claims."""
     from tortoise_sim import dream as dr
 
+    if max_hops < 0:
+        raise fail(f"--max-hops must be 0 or more, not {max_hops}")
     if mode is not None and mode not in ("local", "window", "full"):
         raise fail(f"--mode must be local, window or full, not {mode!r}")
     path = db_path(db)

@@ -379,3 +379,10 @@ def test_hook_session_end_bad_stdin_exits_0(tmp_path):
     r = run("tortoise", "hook-session-end", "--db", str(tmp_path / "x" / "t.kuzu"),
             input=json.dumps({"session_id": 5, "turns": "nope"}))
     assert r.exit_code == 0 and r.stdout == ""
+
+
+def test_more_option_ranges(store):
+    path, _ = store
+    one_line_error(run("tortoise", "dream", "--max-hops", "-1", "--db", str(path)), "--max-hops")
+    one_line_error(run("agentfly", "retrieve", "--model_path", "x", "--pool_jsonl", "y", "--query", "q", "--device",
+                       "tpu"), "--device")
