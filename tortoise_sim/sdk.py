@@ -127,6 +127,13 @@ class Tortoise:
     def search_points(self, query: str, limit: int = 10, **kw: Any) -> tuple[list[dict[str, Any]], Any]:
         return search_points(self.store, query, limit, **kw)
 
+    def dream(self, **kw: Any) -> Any:
+        """``dream.dream(store, **kw)``; one transaction in the transactional event mode (REL-07)."""
+        from .dream import dream
+
+        with self.store.operation():
+            return dream(self.store, **kw)
+
     def get_confidence(self, point_id: str) -> dict[str, Any]:
         """``store.confidence_hook`` when set, else ``dream.get_confidence`` (dirty-first local EP pass, §9.8)."""
         if self.store.confidence_hook is not None:

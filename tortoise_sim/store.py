@@ -201,7 +201,15 @@ class _CountingConnection:
         finally:
             self._store.write_seq += 1  # before and after: a cache built mid-statement is never reused
         if hook is not None:
-            after_write(hook, AUTOCOMMIT_STEP, None, None)
+            try:
+                after_write(hook, AUTOCOMMIT_STEP, None, None)
+            except BaseException:
+                # a crash right after the statement: close its result now, before the caller closes the
+                # database (a QueryResult finalised after its database is gone crashes Kuzu)
+                for r in res if isinstance(res, list) else [res]:
+                    with contextlib.suppress(Exception):
+                        r.close()
+                raise
         return res
 
     def __getattr__(self, name: str) -> Any:

@@ -247,6 +247,50 @@ def check_lifecycle(root: Path, acks: list[str], mode: str) -> Check:
     return c
 
 
+# ------------------------------------------------------------------------------------------------ dream
+def run_dream(root: Path, hook: Any, mode: str, acks: Acks) -> None:
+    t = _open(root, mode)  # setup without the hook: a claim graph A -IMPL-> B -NAND-> C, all dirty
+    try:
+        ids = {n: t.create_point("statement", f"Claim {n} of the dream graph", status="live")["id"] for n in "ABC"}
+        t.set_point_baseline(ids["A"], 10, 1)
+        t.set_point_baseline(ids["C"], 5, 1)
+        t.create_operator("IMPL", ids["A"], [ids["B"]])
+        t.create_operator("NAND", ids["B"], [ids["C"]])
+        t.store.faults.step = hook
+        t.dream(mode="local", require_calibration=False)
+        acks.append("dream")
+    finally:
+        t.close()
+
+
+def check_dream(root: Path, acks: list[str], mode: str) -> Check:
+    """Restart, let the design's own replay re-dream what is still dirty (``ep_dirty`` flags), then: nothing
+    stays dirty, and every claim's stored confidence equals its latest ``ConfidenceChanged`` event."""
+    c = Check()
+    t = _restart(root, mode, c)
+    if t is None:
+        return c
+    try:
+        t.dream(mode="local", require_calibration=False)
+        _agreement(t, root, mode, c)
+        claims = {r["id"]: r for r in t.store.claim_rows()}
+        dirty = [i for i, r in claims.items() if r.get("ep_dirty")]
+        if dirty:
+            c.disagree.append(f"{len(dirty)} claim(s) still ep_dirty after the restart's dream")
+        latest: dict[str, float] = {}
+        for e in t.store.feed(["ConfidenceChanged"]):
+            latest[e["payload"]["id"]] = e["payload"]["confidence"]
+        for cid, conf in latest.items():
+            stored = claims.get(cid, {}).get("confidence")
+            if stored is None or abs(float(stored) - float(conf)) > 1e-9:
+                c.disagree.append(f"{cid}: stored confidence {stored} but last ConfidenceChanged {conf}")
+        if "dream" in acks and not latest:
+            c.lost.append("acknowledged dream left no ConfidenceChanged event")
+    finally:
+        t.close()
+    return c
+
+
 # ------------------------------------------------------------------------------------------------ spool
 SPOOL_TURNS = [{"role": "user", "content": "decision: keep the spool under 256 MB"},
                {"role": "assistant", "content": "OK."},
@@ -313,6 +357,9 @@ def scenarios() -> list[Scenario]:
         Scenario("tortoise", "tortoise.diary", "two diary_write calls", run_diary, check_diary, hardened_option=opt),
         Scenario("tortoise", "tortoise.lifecycle", "retract_point then supersede_point", run_lifecycle,
                  check_lifecycle, hardened_option=opt),
+        Scenario("tortoise", "tortoise.dream", "local dream over a 3-claim graph: flush, write-back, "
+                 "ConfidenceChanged events, dirty flags settled; the restart re-dreams what is still dirty",
+                 run_dream, check_dream, hardened_option=opt),
         Scenario("tortoise", "tortoise.spool", "spool write (rewrite), spool write (append), flush into capture; "
                  "the restart flushes again", run_spool, check_spool, hardened_option=opt),
     ]
