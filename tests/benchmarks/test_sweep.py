@@ -120,3 +120,11 @@ def test_ray_missing_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "ray", None)
     res = runner.invoke(app, ["bench", "sweep", str(_tiny_cbr(tmp_path)), "--executor", "ray", "--no-progress"])
     assert res.exit_code == 1 and "pip install -e '.[ray]'" in res.stderr
+
+
+def test_shipped_sweep_files_are_valid() -> None:
+    files = sorted((Path(__file__).resolve().parents[2] / "benchmarks" / "sweeps").glob("*.yaml"))
+    assert {f.stem for f in files} >= {"selectors", "cbr-loop"}
+    for f in files:
+        cfg = sweep.load_config(f)
+        assert sweep.cells(cfg) and cfg.name == f.stem
