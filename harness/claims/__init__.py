@@ -5,7 +5,7 @@ scenario under ``ctx.tmp_path``, drives a simulator through its public API and r
 verdict compares what was observed with what the statement predicts.
 
 Claims live in the modules of this package, one function per claim; module names start with the design name
-(``fractal.py``, ``agentfly.py``, ``tortoise.py``, ``tortoise_ep.py``, ``harness_self.py`` ...). The registry
+(``fractal.py``, ``agentfly.py``, ``tortoise_capture.py``, ``tortoise_ep.py``, ``harness_self.py`` ...). The registry
 imports every module of the package on first use.
 """
 

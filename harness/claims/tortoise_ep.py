@@ -8,6 +8,7 @@ inspect: Point rows, edge messages, the GraphEvent feed, pointer sets and render
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,25 @@ def _acceptance(store: TortoiseStore) -> dict[str, str]:
     ids["O1"] = adm.create_operator(store, "IMPL", ids["A"], [ids["B"]], direction="bidirectional")
     ids["O2"] = adm.create_operator(store, "NAND", ids["B"], [ids["C"]], direction="bidirectional")
     return ids
+
+
+def _dreamed_acceptance(ctx: ClaimContext, name: str = "db", **cfg: Any) -> tuple[TortoiseStore, dict[str, str]]:
+    """A fresh store holding the §14.1 acceptance graph after one full, uncalibrated dream."""
+    store = _store(ctx, name, **cfg)
+    ids = _acceptance(store)
+    dr.dream(store, mode="full", require_calibration=False)
+    return store, ids
+
+
+def _per_setting(ctx: ClaimContext, option: str, values: tuple[Any, ...],
+                 body: Callable[[TortoiseStore, dict[str, str]], dict[str, Any]]) -> dict[str, Any]:
+    """Run ``body`` on a dreamed acceptance store per value of the config ``option``; ``{str(value): result}``."""
+    out: dict[str, Any] = {}
+    for value in values:
+        store, ids = _dreamed_acceptance(ctx, f"db_{value}", **{option: value})
+        out[str(value)] = body(store, ids)
+        store.close()
+    return out
 
 
 def _row(store: TortoiseStore, pid: str, cols: tuple[str, ...]) -> dict[str, Any]:
@@ -212,9 +232,7 @@ def tor_19(ctx: ClaimContext) -> Observation:
 @claim("TOR-20", design=DESIGN, record="MEM-RTE-dream-writeback", kind="mechanism",
        statement="Committed write-backs are journaled per claim (ConfidenceChanged).")
 def tor_20(ctx: ClaimContext) -> Observation:
-    store = _store(ctx)
-    ids = _acceptance(store)
-    dr.dream(store, mode="full", require_calibration=False)
+    store, ids = _dreamed_acceptance(ctx)
     events = [e["payload"] for e in store.feed(["ConfidenceChanged"])]
     written = {ids[n]: _row(store, ids[n], ("confidence", "lastDreamedAt")) for n in "ABC"}
     store.close()
@@ -310,18 +328,16 @@ def tor_22(ctx: ClaimContext) -> Observation:
 @claim("TOR-26", design=DESIGN, record="MEM-RTE-point-retraction", kind="mechanism",
        statement="Retraction tombstones: addressable, not dirtied, belief kept unless decay.")
 def tor_26(ctx: ClaimContext) -> Observation:
-    out: dict[str, Any] = {}
-    for decay in (False, True):
-        store = _store(ctx, f"db_{decay}", terminal_decay=decay)
-        ids = _acceptance(store)
-        dr.dream(store, mode="full", require_calibration=False)
-        cols = ("confidence", "updatedAt", "ep_dirty", "posterior_alpha", "posterior_beta", "ep_alpha", "ep_beta",
-                "status")
+    cols = ("confidence", "updatedAt", "ep_dirty", "posterior_alpha", "posterior_beta", "ep_alpha", "ep_beta",
+            "status")
+
+    def retract_b(store: TortoiseStore, ids: dict[str, str]) -> dict[str, Any]:
         b0 = _row(store, ids["B"], cols)
         retract_point(store, ids["B"])
         b1 = _row(store, ids["B"], cols)
-        out[str(decay)] = {"before": b0, "after": b1, "readable": store.get_point(ids["B"]) is not None}
-        store.close()
+        return {"before": b0, "after": b1, "readable": store.get_point(ids["B"]) is not None}
+
+    out = _per_setting(ctx, "terminal_decay", (False, True), retract_b)
     f, t = out["False"], out["True"]
     checks = {
         "readable": f["readable"] and f["after"]["status"] == "retracted",
@@ -404,17 +420,14 @@ def tor_28(ctx: ClaimContext) -> Observation:
 @claim("TOR-29", design=DESIGN, record="Beyond report", kind="consequence",
        statement="A retracted claim's numerical influence persists, per-version differently.")
 def tor_29(ctx: ClaimContext) -> Observation:
-    out: dict[str, Any] = {}
-    for exclude in (True, False):
-        store = _store(ctx, f"db_{exclude}", ep_exclude_terminal=exclude)
-        ids = _acceptance(store)
-        dr.dream(store, mode="full", require_calibration=False)
+    def retract_c_and_dream(store: TortoiseStore, ids: dict[str, str]) -> dict[str, Any]:
         b0, c0 = store.get_point(ids["B"])["confidence"], store.get_point(ids["C"])["confidence"]
         retract_point(store, ids["C"])
         dr.dream(store, mode="full", require_calibration=False)
         b1, c1 = store.get_point(ids["B"])["confidence"], store.get_point(ids["C"])["confidence"]
-        out[str(exclude)] = {"B_before": b0, "B_after": b1, "C_before": c0, "C_after": c1}
-        store.close()
+        return {"B_before": b0, "B_after": b1, "C_before": c0, "C_after": c1}
+
+    out = _per_setting(ctx, "ep_exclude_terminal", (True, False), retract_c_and_dream)
     d, s = out["True"], out["False"]
     checks = {
         "default_B_moves_below_1e-3": abs(d["B_after"] - d["B_before"]) < 1e-3,
