@@ -37,9 +37,14 @@ BATCHES = [[{"content": "The API rate limit is 600 requests per minute"},
 DIARY = ["Tried the bulk loader; 3x faster than row inserts", "Spool flush retried twice before filing"]
 
 
-def _open(root: Path, mode: str, hook: Any = None) -> Tortoise:
+def _open(root: Path, mode: str, hook: Any = None, *, restart: bool = False) -> Tortoise:
+    """The scenario run is deterministic (step clock, seed 0) so every crash run repeats the recorded steps; a
+    restart uses the system clock and fresh randomness, as a new process would (a replayed step clock would
+    hand out the ids of points the crashed run already committed)."""
     cfg = SimConfig(embedder="hashing", event_log_path=str(root / "journal.jsonl"),
                     event_durability="best_effort" if mode == "faithful" else "transactional")
+    if restart:
+        return Tortoise(root / "db", config=cfg, seed=None, faults=FaultHooks(step=hook))
     return Tortoise(root / "db", config=cfg, clock=StepClock(), seed=0, faults=FaultHooks(step=hook))
 
 
@@ -114,7 +119,7 @@ def _agreement(t: Tortoise, root: Path, mode: str, c: Check) -> dict[str, dict[s
 
 def _restart(root: Path, mode: str, c: Check) -> Tortoise | None:
     try:
-        return _open(root, mode)
+        return _open(root, mode, restart=True)
     except Exception as exc:  # noqa: BLE001 - a store that cannot reopen is an outcome
         c.start = "clear_error" if str(root) in str(exc) else "unclear_error"
         c.notes.append(f"reopen failed: {exc!r}"[:200])
