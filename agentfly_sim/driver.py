@@ -137,7 +137,7 @@ class DriverConfig:
     pm_model_name: str | None = None
     pm_cache_case_vectors: bool = False
     limit: int | None = None
-    durability: str = "faithful"  # hardened option: "journal" (agentfly_sim.journal; REL-04, REL-06, REL-10)
+    durability: str = "faithful"  # hardened option: "journal" (agentfly_sim.journal; REL-03..05, REL-11)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> DriverConfig:

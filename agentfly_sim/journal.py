@@ -1,4 +1,4 @@
-"""Hardened per-question write journal (named option ``DriverConfig(durability="journal")``; REL-04/REL-06).
+"""Hardened per-question write journal (named option ``DriverConfig(durability="journal")``; REL-03..05).
 
 The reference writes a question's result line, its PM training pairs and its case as separate appends, and
 restart suppression keys on the result line alone (AGF-08, AGF-30, AGF-38): a crash between the appends loses
@@ -14,7 +14,7 @@ the upstream file formats and makes the group of appends one redo-logged unit:
 left in the journal: each file is cut back to its recorded offset (so a torn or partial append disappears) and
 the text appended again, which is idempotent; a torn intent means nothing was applied and is dropped. With ``lock=True``
 (default in journal mode) every commit and recovery holds an exclusive ``flock`` on ``<journal>.lock``, and the
-driver re-reads the result file under it, so two drivers on one bank never both admit a question (REL-10).
+driver re-reads the result file under it, so two drivers on one bank never both admit a question (REL-11).
 """
 
 from __future__ import annotations

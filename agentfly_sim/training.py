@@ -206,7 +206,7 @@ class TrainConfig:
     freeze_backbone: bool = False
     num_workers: int = 0
     metrics_json: str | None = None
-    atomic_checkpoints: bool = False  # hardened, named: temp file + fsync + os.replace for best/last/metrics (REL-12)
+    atomic_checkpoints: bool = False  # hardened, named: temp file + fsync + os.replace for best/last/metrics (REL-09)
 
 
 @dataclass
@@ -251,7 +251,7 @@ def train(cfg: TrainConfig, *, log: Callable[[str], None] = print, progress: Pro
     Durable writes go through ``agentfly_sim.durable.write_with`` with the fault-hook steps
     ``agentfly.train.best``, ``agentfly.train.last`` and ``agentfly.train.metrics``. Faithful: ``torch.save`` and
     ``json.dump`` overwrite in place, so a crash mid-save of ``best.pt`` destroys the best checkpoint saved
-    before it (REL-12); ``atomic_checkpoints=True`` replaces each file atomically instead."""
+    before it (REL-08); ``atomic_checkpoints=True`` replaces each file atomically instead."""
     from torch.utils.data import DataLoader, Subset
     from transformers import get_linear_schedule_with_warmup
 

@@ -82,7 +82,7 @@ class FractalRuntime:
     Hardened options (named, off by default; the reference has neither, FRA-17): ``durability="atomic"`` makes
     every save a temp-file + ``os.replace`` (REL-02); ``session_lock=True`` holds an exclusive ``flock`` on
     ``<id>.json.lock`` for the whole submit and reloads the session from disk under it, so two processes
-    submitting to one session serialise instead of overwriting each other's turns (REL-09).
+    submitting to one session serialise instead of overwriting each other's turns (REL-10).
     """
 
     def __init__(self, workspace_path: str | os.PathLike[str], included_paths: Iterable[Any] | None = None,

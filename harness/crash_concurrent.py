@@ -2,12 +2,12 @@
 capture writer on one Kuzu store. Each case runs both sides as real child processes released by one start
 barrier, measures what the faithful design loses or duplicates, and shows the hardened option.
 
-- Fractal (REL-09): each process resumed the session and saves its whole in-memory copy (FRA-17), so the last
+- Fractal (REL-10): each process resumed the session and saves its whole in-memory copy (FRA-17), so the last
   save wins and the other process's turns vanish. Hardened: ``FractalRuntime(session_lock=True)``.
-- AgentFly (REL-10): restart suppression is read once at startup (AGF-29), so two drivers both run every
+- AgentFly (REL-11): restart suppression is read once at startup (AGF-29), so two drivers both run every
   question and the bank gets each case twice. Hardened: ``DriverConfig(durability="journal")`` (flock plus a
   re-read of the result file under it).
-- Tortoise (REL-11): Kuzu lets one process hold a store; a second open fails with Kuzu's lock error (a raw
+- Tortoise (REL-12): Kuzu lets one process hold a store; a second open fails with Kuzu's lock error (a raw
   ``RuntimeError``). Hardened: ``tortoise_sim.store.open_with_retry`` retries with backoff, then raises
   ``StoreLocked`` naming the file.
 
@@ -107,8 +107,14 @@ def _agentfly_driver(root: str, mode: str, tag: str) -> None:
     from harness.crash_scenarios.agentfly import make_driver
 
     r = Path(root)
-    driver = make_driver(r / "client", "pm", mode)
-    _barrier(r, tag)
+    waited: list[bool] = []
+
+    def on_question(i: int, n: int, q: str) -> None:
+        if not waited:  # restart suppression has been read by now: both drivers start from the same view
+            waited.append(True)
+            _barrier(r, tag)
+
+    driver = make_driver(r / "client", "pm", mode, on_question=on_question)
     s = driver.run()
     print(json.dumps({"processed": s.processed, "skipped": s.skipped, "errors": s.errors}))
 
@@ -221,7 +227,9 @@ def tortoise_case(mode: str, n: int = 8, timeout: float = 180.0) -> dict[str, An
             "captures_stored": sessions, "lost_updates": n - sessions,
             "writer_ok": writer.get("ok", 0), "hook_calls": 3 * n, "hook_store_opened": reader.get("ok", 0),
             "hook_nonzero_exits": reader.get("nonzero_exits", 0),
-            "open_failures": len(fails), "failure_types": sorted({f["type"] for f in fails}),
+            "open_failures": len(fails), "writer_open_failures": len(writer.get("failures", [])),
+            "hook_open_failures": len(reader.get("failures", [])), "failure_types": sorted({f["type"] for f in fails}),
+            "failure_messages": sorted({f["message"].replace(str(root), "<tmp>") for f in fails})[:3],
             "failures_naming_file": sum(f["names_file"] for f in fails),
             "errors": sum(k["returncode"] != 0 for k in (writer, reader)),
             "tracebacks": sum(k["traceback"] for k in (writer, reader)), "seconds": round(seconds, 2)}

@@ -842,16 +842,19 @@ def _clean(value: Any) -> Any:
 
 
 def is_lock_error(exc: BaseException) -> bool:
-    """Kuzu's "Could not set lock on file" (another process has the store open)."""
-    return isinstance(exc, RuntimeError) and "lock on file" in str(exc)
+    """Kuzu's "Could not set lock on file" (another process has the store open), or a read-only open racing a
+    writer's close: "Couldn't replay shadow pages under read-only mode" (the writer's checkpoint is not done)."""
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("lock on file" in text or "shadow pages under read-only" in text)
 
 
 def open_with_retry(open_fn: Callable[[], Any], path: str | Path, *, timeout: float = 5.0,
                     first_delay: float = 0.01) -> Any:
-    """Hardened open (REL-11): Kuzu admits one read-write process per store file and no reader beside it, so a
-    hook reading while a capture writes gets Kuzu's lock error. This retries ``open_fn()`` with exponential
-    backoff (``first_delay``, doubling, capped at 0.25 s) for up to ``timeout`` seconds while the error is the
-    lock error, then raises :class:`StoreLocked` naming the file. Other errors propagate unchanged."""
+    """Hardened open (REL-12): Kuzu admits one read-write process per store file and no reader beside it, so a
+    hook reading while a capture writes gets Kuzu's lock error (and a read-only open that races the writer's
+    close gets a shadow-page replay error). This retries ``open_fn()`` with exponential backoff (``first_delay``,
+    doubling, capped at 0.25 s) for up to ``timeout`` seconds while the error is one of those
+    (:func:`is_lock_error`), then raises :class:`StoreLocked` naming the file. Other errors propagate."""
     import time
 
     from .errors import StoreLocked
@@ -865,7 +868,8 @@ def open_with_retry(open_fn: Callable[[], Any], path: str | Path, *, timeout: fl
             if not is_lock_error(exc):
                 raise
             if time.monotonic() + delay > deadline:
-                raise StoreLocked(f"{path}: store locked by another process for {timeout:g} s "
-                                  "(Kuzu allows one writer and no readers beside it)") from None
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise StoreLocked(f"{path}: store busy in another process for {timeout:g} s (Kuzu allows one "
+                                  f"writer and no readers beside it): {first}") from None
             time.sleep(delay)
             delay = min(delay * 2, 0.25)

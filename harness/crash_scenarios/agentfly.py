@@ -3,7 +3,7 @@
 Faithful: result line, PM pairs and the case are separate appends; restart suppression trusts the result line
 alone. A crash after the result append loses the case (and pairs) for good (AGF-38, REL-03); a torn result line
 makes the question re-run, and its record lands on the torn line, so every later restart re-runs it again and
-appends its case again (AGF-30, REL-05). A torn case line makes the PM pool unloadable (AGF-07).
+appends its case again (AGF-30, REL-04). A torn case line makes the PM pool unloadable (AGF-07).
 Hardened: ``DriverConfig(durability="journal")`` (``agentfly_sim.journal``).
 
 The check restarts the driver on the same files and lets it run to completion (twice, since a torn line shows

@@ -3,8 +3,8 @@
 Faithful (spec §5.1): a mutation commits in Kuzu, then the feed row is written in its own transaction and the
 journal line appended, both best-effort; create_point commits the point, then marks it dirty, then emits;
 retract emits ``PointRetracted`` *before* its compare-and-swap (TOR-24). A crash between those steps leaves
-graph, feed and journal disagreeing (REL-07), and a crash mid-checkpoint leaves items without provenance that a
-retry never repairs (the retry sees them as hash duplicates; REL-08). Hardened:
+graph, feed and journal disagreeing (REL-06), and a crash mid-checkpoint leaves items without provenance that a
+retry never repairs (the retry sees them as hash duplicates; REL-06). Hardened (REL-07):
 ``SimConfig(event_durability="transactional")``.
 
 Each check reopens the store from disk (its own loader; the transactional mode re-derives lost journal lines),

@@ -53,6 +53,9 @@ def test_concurrent_tortoise_hook_and_capture() -> None:
     faithful = tortoise_case("faithful", n=3, timeout=90)
     hardened = tortoise_case("hardened", n=3, timeout=90)
     for r in (faithful, hardened):
-        assert r["tracebacks"] == 0 and r["hook_nonzero_exits"] == 0 and r["captures_stored"] == 3
+        assert r["tracebacks"] == 0 and r["hook_nonzero_exits"] == 0
     assert hardened["open_failures"] == 0 and hardened["hook_store_opened"] == hardened["hook_calls"]
-    assert all(t == "RuntimeError" for t in faithful["failure_types"])  # Kuzu's lock error, swallowed by the hook
+    assert hardened["captures_stored"] == 3
+    # faithful: whichever side opens second gets Kuzu's raw lock error (the hook swallows it; a capture is lost)
+    assert all(t == "RuntimeError" for t in faithful["failure_types"])
+    assert faithful["captures_stored"] == 3 - faithful["writer_open_failures"]

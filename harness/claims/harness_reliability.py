@@ -1,0 +1,263 @@
+"""Reliability claims (REL-nn, design ``harness``): the loss windows the crash-point explorer measures, each
+beside a companion claim showing the named hardened option closing it. Every claim drives a design through its
+public API with the explorer's crash hook (``harness.crash``), restarts it from disk through its own loaders,
+and reads what a user could inspect (files, rows, feed and journal). The full tables: ``memsim crash``.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from harness.claims import ClaimContext, Observation, claim
+from harness.crash import Acks, Check, Crash, CrashHook, Scenario, crash_points, explore, record
+
+
+def _scenario(module: str, sequence: str) -> Scenario:
+    return next(s for s in import_module(f"harness.crash_scenarios.{module}").scenarios() if s.sequence == sequence)
+
+
+def _crash_at(sc: Scenario, mode: str, root: Path, picks: list[tuple[str, str, int]]) -> dict[str, Check]:
+    """Crash ``sc`` at the n-th (0-based) crash point of each (kind, step) pick; the restart check of each."""
+    root.mkdir(parents=True, exist_ok=True)
+    events, clean, _ = record(sc, mode, root)
+    if clean.outcome != "ok":
+        raise RuntimeError(f"clean run of {sc.sequence} fails its own checks: {clean}")
+    points = crash_points(events)
+    out: dict[str, Check] = {}
+    for kind, step, nth in picks:
+        matching = [p for p in points if p.kind == kind and p.step == step]
+        if len(matching) <= nth:
+            raise RuntimeError(f"{sc.sequence} ({mode}) has no crash point {kind} {step} #{nth}")
+        point = matching[nth]
+        run_root = root / f"{mode}-{len(out)}"
+        run_root.mkdir()
+        acks = Acks()
+        try:
+            sc.run(run_root, CrashHook(point), mode, acks)
+        except Crash:
+            pass
+        out[point.label()] = sc.check(run_root, list(acks), mode)
+    return out
+
+
+def _summary(checks: dict[str, Check]) -> dict[str, Any]:
+    return {label: {"outcome": c.outcome, "lost": c.lost[:2], "duplicates": c.duplicates[:2],
+                    "disagree": c.disagree[:2]} for label, c in checks.items()}
+
+
+def _explore_all(sequences: list[tuple[str, str]], mode: str, root: Path) -> tuple[dict[str, Any], int, int]:
+    rows, lost, bad = {}, 0, 0
+    for module, seq in sequences:
+        res = explore(_scenario(module, seq), mode, base=root)
+        rows[seq] = {"crash_points": len(res.points), "outcomes": res.counts()}
+        lost += res.lost_points + res.duplicate_points
+        bad += sum(1 for p in res.points if p.outcome != "ok")
+    return rows, lost, bad
+
+
+# ------------------------------------------------------------------------------------------------ Fractal
+@claim("REL-01", design="harness", record="MEM-RTE-checkpoint-update (FRA-17)", kind="consequence",
+       statement="Fractal overwrites the session file in place: a save torn by a crash leaves unreadable JSON, "
+                 "so the restart loads an empty session (every acknowledged turn lost) and the listing no longer "
+                 "shows the session.")
+def rel_01(ctx: ClaimContext) -> Observation:
+    res = explore(_scenario("fractal", "fractal.submit"), "faithful", base=ctx.tmp_path)
+    lost = [p for p in res.points if p.check.lost]
+    hidden = [p for p in res.points if any("listing does not show" in d for d in p.check.disagree)]
+    first = lost[0] if lost else None
+    return Observation.from_checks(
+        {"some crash point loses acknowledged turns": bool(lost),
+         "every losing point is a torn write": all(p.point.kind == "torn" for p in lost),
+         "torn sessions vanish from the listing": bool(hidden),
+         "before/after points lose nothing": all(not p.check.lost for p in res.points if p.point.kind != "torn")},
+        measured={"crash_points": len(res.points), "lost_points": len(lost), "outcomes": res.counts()},
+        evidence=json.dumps({"point": first.point.label(), "lost": first.check.lost[:2],
+                             "notes": first.check.notes[:1]} if first else {}, indent=1)[:1200])
+
+
+@claim("REL-02", design="harness", record="beyond report", kind="mechanism",
+       statement="With FractalRuntime(durability='atomic') (temp file, fsync, os.replace, fsync of the folder) no "
+                 "crash point of the submit and listing sequences loses or duplicates a turn, and the listing "
+                 "always agrees with the session files.")
+def rel_02(ctx: ClaimContext) -> Observation:
+    rows, lost, bad = _explore_all([("fractal", "fractal.submit"), ("fractal", "fractal.listing")], "hardened",
+                                   ctx.tmp_path)
+    return Observation.compare({"lost_or_duplicate_points": 0, "not_ok_points": 0},
+                               {"lost_or_duplicate_points": lost, "not_ok_points": bad},
+                               measured={"sequences": rows}, evidence=json.dumps(rows, indent=1))
+
+
+# ------------------------------------------------------------------------------------------------ AgentFly
+@claim("REL-03", design="harness", record="AGF-38", kind="consequence",
+       statement="AgentFly PM: a crash right after a question's result append loses its training pairs and case "
+                 "for good: restart suppression trusts the result line, so no later restart writes them.")
+def rel_03(ctx: ClaimContext) -> Observation:
+    checks = _crash_at(_scenario("agentfly", "agentfly.pm"), "faithful", ctx.tmp_path,
+                       [("after", "agentfly.result_write", 1)])
+    (label, c), = checks.items()
+    return Observation.from_checks(
+        {"the in-flight question's case is lost": any("suppressed by restart" in x for x in c.lost),
+         "nothing is duplicated": not c.duplicates},
+        measured=_summary(checks), evidence=f"{label}: {c.lost}")
+
+
+@claim("REL-04", design="harness", record="AGF-30", kind="consequence",
+       statement="AgentFly NP: a result line torn by a crash makes the question re-run on the next restart; the "
+                 "re-run's record lands on the torn line, so a later restart runs it again and the bank holds "
+                 "its case twice.")
+def rel_04(ctx: ClaimContext) -> Observation:
+    checks = _crash_at(_scenario("agentfly", "agentfly.np"), "faithful", ctx.tmp_path,
+                       [("torn", "agentfly.result_write", 1), ("torn", "agentfly.result_write", 2)])
+    dup = [label for label, c in checks.items() if any("case of" in d for d in c.duplicates)]
+    unparseable = [label for label, c in checks.items() if any("unparseable" in d for d in c.disagree)]
+    return Observation.from_checks({"a torn result line duplicates a case": bool(dup),
+                                    "the torn line stays unparseable": bool(unparseable)},
+                                   measured=_summary(checks), evidence=json.dumps(_summary(checks), indent=1)[:1500])
+
+
+@claim("REL-05", design="harness", record="beyond report", kind="mechanism",
+       statement="With DriverConfig(durability='journal') (one redo-logged record per question, replayed "
+                 "idempotently at start) no crash point of the NP or PM per-question writes loses a case or pair "
+                 "or duplicates one, and no unparseable line remains.")
+def rel_05(ctx: ClaimContext) -> Observation:
+    rows, lost, bad = _explore_all([("agentfly", "agentfly.np"), ("agentfly", "agentfly.pm")], "hardened",
+                                   ctx.tmp_path)
+    return Observation.compare({"lost_or_duplicate_points": 0, "not_ok_points": 0},
+                               {"lost_or_duplicate_points": lost, "not_ok_points": bad},
+                               measured={"sequences": rows}, evidence=json.dumps(rows, indent=1))
+
+
+# ------------------------------------------------------------------------------------------------ Tortoise
+_TOR_FAITHFUL = [("tortoise.capture", ("after", "kuzu.commit", 0)),
+                 ("tortoise.checkpoint", ("before", "checkpoint.provenance", 0)),
+                 ("tortoise.lifecycle", ("before", "retract.cas", 0)),
+                 ("tortoise.diary", ("torn", "event.journal", 1))]
+
+
+@claim("REL-06", design="harness", record="AN:emission (TOR-24, TOR-41)", kind="consequence",
+       statement="Tortoise's feed and journal are best-effort sinks beside the Kuzu transaction: a crash between "
+                 "them leaves graph, feed and journal disagreeing (turns without PointAdded, a PointRetracted "
+                 "for a point that is not retracted, a torn journal line), and a checkpoint retried after a crash "
+                 "leaves the earlier-filed item without provenance.")
+def rel_06(ctx: ClaimContext) -> Observation:
+    found = {}
+    for seq, pick in _TOR_FAITHFUL:
+        found.update({f"{seq}: {k}": c for k, c in
+                      _crash_at(_scenario("tortoise", seq), "faithful", ctx.tmp_path / seq.split(".")[1],
+                                [pick]).items()})
+    text = json.dumps(_summary(found))
+    return Observation.from_checks(
+        {"every picked crash point disagrees": all(c.disagree for c in found.values()),
+         "turns without PointAdded": "without a PointAdded event" in text,
+         "event without the retraction": "PointRetracted" in text and "status 'draft'" in text,
+         "checkpoint item without provenance": "without provenance" in text,
+         "torn journal line": "unparseable" in text},
+        measured=_summary(found), evidence=json.dumps(_summary(found), indent=1)[:1800])
+
+
+@claim("REL-07", design="harness", record="beyond report", kind="mechanism",
+       statement="With SimConfig(event_durability='transactional') (each SDK operation and its feed rows in one "
+                 "Kuzu transaction; journal lines carrying the feed seq and re-derived on open) the same crash "
+                 "points leave graph, feed and journal in agreement, with nothing lost or duplicated.")
+def rel_07(ctx: ClaimContext) -> Observation:
+    picks = {"tortoise.capture": [("after", "kuzu.commit", 0), ("torn", "event.journal", 0)],
+             "tortoise.checkpoint": [("before", "checkpoint.provenance", 0), ("after", "kuzu.commit", 0)],
+             "tortoise.lifecycle": [("before", "retract.cas", 0), ("after", "kuzu.commit", 0)],
+             "tortoise.diary": [("torn", "event.journal", 1), ("before", "event.journal", 0)]}
+    found: dict[str, Check] = {}
+    for seq, p in picks.items():
+        found.update({f"{seq}: {k}": c for k, c in
+                      _crash_at(_scenario("tortoise", seq), "hardened", ctx.tmp_path / seq.split(".")[1],
+                                p).items()})
+    bad = {k: c.outcome for k, c in found.items() if c.outcome != "ok"}
+    return Observation.compare({"not_ok": {}}, {"not_ok": bad}, measured=_summary(found),
+                               evidence=json.dumps({k: c.outcome for k, c in found.items()}, indent=1))
+
+
+# ------------------------------------------------------------------------------------------------ trainer
+@claim("REL-08", design="harness", record="AGF-10", kind="consequence",
+       statement="The retriever trainer overwrites best.pt in place: a crash while saving a new best destroys "
+                 "the best checkpoint it had already reported, and the PM retriever can no longer load one.")
+def rel_08(ctx: ClaimContext) -> Observation:
+    checks = _crash_at(_scenario("agentfly", "agentfly.train"), "faithful", ctx.tmp_path,
+                       [("torn", "agentfly.train.best", 6)])  # 2nd best save, half its bytes
+    (label, c), = checks.items()
+    return Observation.from_checks({"the acknowledged best checkpoint is lost": bool(c.lost)},
+                                   measured=_summary(checks), evidence=f"{label}: {c.lost} {c.notes[:1]}")
+
+
+@claim("REL-09", design="harness", record="beyond report", kind="mechanism",
+       statement="With TrainConfig(atomic_checkpoints=True) a crash while saving best.pt or last.pt leaves the "
+                 "previous checkpoint loadable (only a temp file remains).")
+def rel_09(ctx: ClaimContext) -> Observation:
+    checks = _crash_at(_scenario("agentfly", "agentfly.train"), "hardened", ctx.tmp_path,
+                       [("torn", "agentfly.train.best.tmp", 6), ("torn", "agentfly.train.last.tmp", 2)])
+    bad = {k: c.outcome for k, c in checks.items() if c.outcome != "ok"}
+    return Observation.compare({"not_ok": {}}, {"not_ok": bad}, measured=_summary(checks),
+                               evidence=json.dumps({k: [c.outcome, c.notes[:1]] for k, c in checks.items()}))
+
+
+# ------------------------------------------------------------------------------------------------ concurrency
+@claim("REL-10", design="harness", record="MEM-RTE-checkpoint-update (FRA-17)", kind="consequence",
+       statement="Two processes submitting to one Fractal session lose updates: each saves its whole in-memory "
+                 "copy, so the last save wins; FractalRuntime(session_lock=True) keeps every turn.")
+def rel_10(ctx: ClaimContext) -> Observation:
+    from harness.crash_concurrent import fractal_case
+
+    f, h = fractal_case("faithful", n=6, timeout=60), fractal_case("hardened", n=6, timeout=60)
+    return Observation.from_checks({"faithful loses turns": f["lost_updates"] > 0,
+                                    "session_lock loses none": h["lost_updates"] == 0 and h["stored"] == 12,
+                                    "no errors": f["errors"] == h["errors"] == 0},
+                                   measured={"faithful": f, "hardened": h}, evidence=json.dumps([f, h]))
+
+
+@claim("REL-11", design="harness", record="AGF-29", kind="consequence",
+       statement="Two AgentFly drivers on one bank both run every question (suppression is read once at start), "
+                 "so cases and results are duplicated; the journal mode's lock and re-check admit each once.")
+def rel_11(ctx: ClaimContext) -> Observation:
+    from harness.crash_concurrent import agentfly_case
+
+    f, h = agentfly_case("faithful", n=6, timeout=60), agentfly_case("hardened", n=6, timeout=60)
+    return Observation.from_checks({"faithful duplicates cases": f["duplicates"] > 0,
+                                    "journal duplicates none": h["duplicates"] == 0 and h["lost_updates"] == 0},
+                                   measured={"faithful": f, "hardened": h}, evidence=json.dumps([f, h]))
+
+
+@claim("REL-12", design="harness", record="MEM-RTE-per-prompt-hook (TOR-33)", kind="consequence",
+       statement="A capture writer and the per-prompt hook cannot hold one Kuzu store at once: whichever opens "
+                 "second gets Kuzu's lock error (the fail-open hook swallows it and volunteers nothing; a capture "
+                 "is lost); opening with store.open_with_retry (backoff, then a StoreLocked error naming the file) "
+                 "serves every hook call and stores every capture.")
+def rel_12(ctx: ClaimContext) -> Observation:
+    from harness.crash_concurrent import tortoise_case
+
+    f, h = tortoise_case("faithful", n=3, timeout=90), tortoise_case("hardened", n=3, timeout=90)
+    return Observation.from_checks(
+        {"faithful opens fail with the lock error": f["open_failures"] > 0
+            and f["failure_types"] == ["RuntimeError"],
+         "the hook still exits 0 without a traceback": f["hook_nonzero_exits"] == 0 and f["tracebacks"] == 0,
+         "retrying open serves every hook call": h["hook_store_opened"] == h["hook_calls"],
+         "retrying open loses no capture": h["lost_updates"] == 0 and h["open_failures"] == 0},
+        measured={"faithful": f, "hardened": h}, evidence=json.dumps([f, h]))
+
+
+@claim("REL-13", design="harness", record="AGF-38", kind="mechanism",
+       statement="Under a real SIGKILL (not a simulated exception) the AgentFly window reproduces and the journal "
+                 "closes it, and a Tortoise process killed inside a Kuzu transaction reopens cleanly without it.")
+def rel_13(ctx: ClaimContext) -> Observation:
+    from harness.crash_kill import KILL_PLANS, kill_run
+
+    runs = [kill_run(p, timeout=90) for p in KILL_PLANS
+            if (p.sequence, p.mode) in {("agentfly.pm", "faithful"), ("agentfly.pm", "hardened"),
+                                        ("tortoise.capture", "faithful")}]
+    by = {(r["sequence"], r["mode"]): r for r in runs}
+    return Observation.from_checks(
+        {"all children died of SIGKILL": all(r["killed"] for r in runs),
+         "AgentFly faithful loses the case": bool(by[("agentfly.pm", "faithful")].get("lost")),
+         "AgentFly journal loses nothing": by[("agentfly.pm", "hardened")]["outcome"] == "ok",
+         "Tortoise reopens after a kill mid-transaction": by[("tortoise.capture", "faithful")]["start"] == "ok"},
+        measured={f"{s} {m}": {k: r.get(k) for k in ("outcome", "lost", "disagree", "start")}
+                  for (s, m), r in by.items()}, evidence=json.dumps(runs)[:1800])
