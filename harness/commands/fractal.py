@@ -156,8 +156,9 @@ def _turn_status(runtime: Any) -> tuple[str, str]:
 
 @app.command()
 def replay(
-    script: Annotated[Path, typer.Argument(help="JSON or YAML script of turns (see fractal_sim.replay."
-                                                "parse_replay_script).")],
+    script: Annotated[Path, typer.Argument(help="JSON or YAML script of turns: files, then per turn a message, "
+                                                "actions, outcome and trace (README: 'memsim fractal replay "
+                                                "scripts').")],
     workspace: WorkspaceOpt,
     state_dir: StateDirOpt = None,
     resume: Annotated[str | None, typer.Option(help="Continue this stored session instead of a new one.")] = None,
