@@ -276,7 +276,19 @@ def explore(scenario: Scenario, mode: str, *, base: Path | None = None,
                     scenario.run(root, hook, mode, acks)
                 except Crash:
                     pass
-                check = scenario.check(root, list(acks), mode)
+                except Exception as exc:  # noqa: BLE001 - the crash hook made the design fail differently
+                    if hook.fired is None:
+                        raise
+                    acks_note = f"run raised {type(exc).__name__}: {str(exc)[:120]} after the crash point"
+                else:
+                    acks_note = ""
+                try:
+                    check = scenario.check(root, list(acks), mode)
+                except Exception as exc:  # noqa: BLE001 - a restart that dies without a clear error is an outcome
+                    check = Check(start="unclear_error",
+                                  notes=[f"restart raised {type(exc).__name__}: {str(exc)[:160]}"])
+                if acks_note:
+                    check.notes.append(acks_note)
             results.append(PointResult(point, check.outcome, hook.fired is not None, len(acks), check))
         finally:
             shutil.rmtree(root, ignore_errors=True)

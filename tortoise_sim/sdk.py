@@ -94,10 +94,21 @@ class Tortoise:
             return admission.checkpoint(self.store, items, agent_name, threshold, **kw)
 
     # capture
-    def capture_session(self, conversation: Any, session_id: str | None = None, max_turns: int = 500) -> dict:
+    def capture_session(self, conversation: Any, session_id: str | None = None, max_turns: int = 500,
+                        capture_key: str | None = None) -> dict:
+        """``capture_key`` (hardened, sent by ``Spool(send_capture_key=True)``): a capture whose key was already
+        filed is a no-op (``duplicate_capture``); a new one records a ``CaptureFiled`` feed event in the same
+        operation. Exactly-once needs ``event_durability="transactional"`` too (the record then commits with
+        the capture)."""
         with self.store.operation():
-            return capture.capture_session(self.store, conversation, session_id, max_turns, extractor=self.extractor,
-                                           record_store=self.record_store)
+            if capture_key is not None and self.store.capture_filed(capture_key):
+                return {"session_id": session_id, "ok": True, "duplicate_capture": capture_key, "points": []}
+            res = capture.capture_session(self.store, conversation, session_id, max_turns, extractor=self.extractor,
+                                          record_store=self.record_store)
+            if capture_key is not None and res.get("ok"):
+                self.store.emit_event("CaptureFiled", {"session_id": res.get("session_id"),
+                                                       "capture_key": capture_key})
+            return res
 
     def commit_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         with self.store.operation():

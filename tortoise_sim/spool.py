@@ -98,7 +98,7 @@ class Spool:
 
     def __init__(self, root: str | Path, *, clock: Callable[[], datetime] | None = None,
                  permanent: str = "quarantine", fault_hook: Callable[[str], None] | None = None,
-                 corrupt: str = "delete") -> None:
+                 corrupt: str = "delete", atomic_turns: bool = False, send_capture_key: bool = False) -> None:
         if permanent not in ("quarantine", "delete"):
             raise ValueError("permanent must be 'quarantine' or 'delete'")
         if corrupt not in ("delete", "quarantine"):
@@ -110,6 +110,12 @@ class Spool:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.permanent = permanent
         self.fault_hook = fault_hook
+        # hardened, named (REL-06/07 crash sequences): ``atomic_turns`` rewrites the turn log by temp file + rename
+        # instead of appending to it (a torn append blocks the whole entry); ``send_capture_key`` adds the entry's
+        # ``capture_key`` to the post body so an idempotent receiver (``Tortoise.capture_session(capture_key=)``)
+        # can drop a re-post after a crash between the post and the filed mark.
+        self.atomic_turns = atomic_turns
+        self.send_capture_key = send_capture_key
 
     # -------------------------------------------------------------------------------- files
     def _paths(self, key: str) -> tuple[Path, Path]:
@@ -238,7 +244,7 @@ class Spool:
             return {"action": "noop", "capture_key": ckey}
         new_bytes = _turn_lines(turns)
         action = "rewrite"
-        if meta is not None and turns_path.exists():
+        if meta is not None and turns_path.exists() and not self.atomic_turns:
             old = turns_path.read_bytes()
             if old and old.endswith(b"\n") and new_bytes.startswith(old):
                 self._fault("spool.write")
@@ -318,6 +324,8 @@ class Spool:
             attempts_before = int(meta.get("attempts") or 0)
             body = {"harness": meta.get("harness"), "session_id": sid, "source": meta.get("source"),
                     "conversation": turns, "machine_id": meta.get("machine_id")}
+            if self.send_capture_key:
+                body["capture_key"] = meta.get("capture_key")
             if meta.get("model") is not None:
                 body["model"] = meta["model"]
             try:
@@ -368,8 +376,9 @@ def local_capture_post(capture: Callable[..., dict[str, Any]]) -> Callable[[dict
     from .errors import ProviderUnavailable
 
     def post(body: dict[str, Any]) -> int:
+        kw = {"capture_key": body["capture_key"]} if body.get("capture_key") else {}
         try:
-            res = capture(body["conversation"], session_id=body["session_id"])
+            res = capture(body["conversation"], session_id=body["session_id"], **kw)
         except ProviderUnavailable:
             return 503
         except ValueError:

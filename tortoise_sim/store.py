@@ -658,6 +658,12 @@ class TortoiseStore:
         append_text(path, json.dumps(line, default=str) + "\n", step="event.journal", hook=self.faults.step,
                     fsync=self.cfg.event_durability == "transactional")
 
+    def capture_filed(self, capture_key: str) -> bool:
+        """True when a ``CaptureFiled`` feed event carries ``capture_key`` (see ``Tortoise.capture_session``)."""
+        rows = self.query("MATCH (e:GraphEvent {type:'CaptureFiled'}) WHERE e.payload CONTAINS $k "
+                          "RETURN count(e) AS n", {"k": json.dumps(capture_key)})
+        return bool(rows and rows[0]["n"])
+
     def recover_journal(self) -> int:
         """Transactional mode, run on open: cut a torn trailing journal line, then append a line for every feed
         event whose ``seq`` is above the last journaled one (``PointAdded`` snapshots are read from the graph

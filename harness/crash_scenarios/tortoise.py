@@ -74,7 +74,7 @@ def _journal(root: Path) -> tuple[list[dict[str, Any]], int]:
 
 def _key(type_: str, payload: Any) -> tuple[str, str]:
     p = payload if isinstance(payload, dict) else {}
-    return type_, str(p.get("id") or p.get("session_id") or p.get("name") or "")
+    return type_, str(p.get("id") or p.get("capture_key") or p.get("session_id") or p.get("name") or "")
 
 
 def _agreement(t: Tortoise, root: Path, mode: str, c: Check) -> dict[str, dict[str, Any]]:
@@ -302,14 +302,15 @@ SPOOL_TURNS = [{"role": "user", "content": "decision: keep the spool under 256 M
                {"role": "user", "content": "Also quarantine permanent failures."}]
 
 
-def _spool(root: Path, hook: Any) -> Spool:
-    return Spool(root / "spool", fault_hook=hook, clock=StepClock())
+def _spool(root: Path, hook: Any, mode: str) -> Spool:
+    hardened = mode != "faithful"
+    return Spool(root / "spool", fault_hook=hook, clock=StepClock(), atomic_turns=hardened, send_capture_key=hardened)
 
 
 def run_spool(root: Path, hook: Any, mode: str, acks: Acks) -> None:
     t = _open(root, mode, hook)
     try:
-        sp = _spool(root, hook)
+        sp = _spool(root, hook, mode)
         sp.spool_write("s1", SPOOL_TURNS[:2], "claude", "hook", "m1")
         acks.append("write:2")
         sp.spool_write("s1", SPOOL_TURNS, "claude", "hook", "m1")
@@ -327,7 +328,7 @@ def check_spool(root: Path, acks: list[str], mode: str) -> Check:
     if t is None:
         return c
     try:
-        sp = _spool(root, None)
+        sp = _spool(root, None, mode)
         try:  # the restart's own replay: flush what is pending
             sp.flush_spool(local_capture_post(t.capture_session), now_ms=10**13)
         except Exception as exc:  # noqa: BLE001
@@ -366,5 +367,6 @@ def scenarios() -> list[Scenario]:
                  "ConfidenceChanged events, dirty flags settled; the restart re-dreams what is still dirty",
                  run_dream, check_dream, hardened_option=opt),
         Scenario("tortoise", "tortoise.spool", "spool write (rewrite), spool write (append), flush into capture; "
-                 "the restart flushes again", run_spool, check_spool, hardened_option=opt),
+                 "the restart flushes again", run_spool, check_spool,
+                 hardened_option=opt + " + Spool(atomic_turns=True, send_capture_key=True)"),
     ]
