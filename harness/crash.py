@@ -271,6 +271,7 @@ def explore(scenario: Scenario, mode: str, *, base: Path | None = None,
         try:
             hook = CrashHook(point)
             acks = Acks()
+            acks_note = ""
             with _quiet():
                 try:
                     scenario.run(root, hook, mode, acks)
@@ -280,8 +281,6 @@ def explore(scenario: Scenario, mode: str, *, base: Path | None = None,
                     if hook.fired is None:
                         raise
                     acks_note = f"run raised {type(exc).__name__}: {str(exc)[:120]} after the crash point"
-                else:
-                    acks_note = ""
                 try:
                     check = scenario.check(root, list(acks), mode)
                 except Exception as exc:  # noqa: BLE001 - a restart that dies without a clear error is an outcome
