@@ -85,3 +85,23 @@ def test_fractal_faithful_loses_turns_and_atomic_does_not(sequence: str) -> None
     hardened = explore(sc, "hardened")
     assert hardened.lost_points == 0 and hardened.duplicate_points == 0
     assert all(p.outcome == "ok" for p in hardened.points)
+
+
+def test_memsim_crash_cli(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["crash", "--design", "bogus"])
+    assert r.exit_code == 1 and "unknown design 'bogus'" in r.output
+    r = runner.invoke(app, ["crash", "--sequence", "fractal.nope", "--design", "fractal"])
+    assert r.exit_code == 1 and "unknown sequence" in r.output
+    out = tmp_path / "res"
+    r = runner.invoke(app, ["crash", "--design", "fractal", "--sequence", "fractal.submit", "--hardened",
+                            "--max-points", "6", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    report = json.loads((out / "crash.json").read_text())
+    assert [(s["sequence"], s["mode"], s["crash_points"]) for s in report["sequences"]] == [
+        ("fractal.submit", "faithful", 6), ("fractal.submit", "hardened", 6)]
+    assert "| fractal | fractal.submit | faithful |" in (out / "crash.md").read_text()
