@@ -107,3 +107,23 @@ def write_report(report: dict[str, Any], out: Path) -> list[Path]:
     j.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
     m.write_text(render_md(report), encoding="utf-8")
     return [j, m]
+
+
+def summary_table(report: dict[str, Any]) -> str:
+    """The per-sequence table of the README (crash points and outcomes per mode, side by side)."""
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    for s in report["sequences"]:
+        rows.setdefault(s["sequence"], {})[s["mode"]] = s
+    out = ["| sequence | durable steps, faithful (hook events) | crash points faithful / hardened | faithful: lost / duplicate / "
+           "disagree | hardened: lost / duplicate / disagree |", "|---|---:|---:|---|---|"]
+    for seq, modes in rows.items():
+        f, h = modes.get("faithful"), modes.get("hardened")
+
+        def cell(s: dict[str, Any] | None) -> str:
+            if s is None:
+                return "-"
+            _, lost, dup, dis, _ = _outcome_cols(s["outcomes"])
+            return f"{lost} / {dup} / {dis}"
+        out.append(f"| {seq} | {f['step_count'] if f else '-'} ({f['step_events'] if f else '-'}) | "
+                   f"{f['crash_points'] if f else '-'} / {h['crash_points'] if h else '-'} | {cell(f)} | {cell(h)} |")
+    return "\n".join(out)
