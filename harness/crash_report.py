@@ -127,3 +127,32 @@ def summary_table(report: dict[str, Any]) -> str:
         out.append(f"| {seq} | {f['step_count'] if f else '-'} ({f['step_events'] if f else '-'}) | "
                    f"{f['crash_points'] if f else '-'} / {h['crash_points'] if h else '-'} | {cell(f)} | {cell(h)} |")
     return "\n".join(out)
+
+
+def merge_reports(existing: Path, new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` laid over the report in ``existing`` (if any): sequences keyed by (sequence, mode), kills by
+    (sequence, mode), concurrency cases by (design, mode); totals recomputed; ``seconds`` summed per part."""
+    if not existing.exists():
+        return new
+    old = json.loads(existing.read_text(encoding="utf-8"))
+
+    def lay(key: str, ident: tuple[str, ...]) -> list[dict[str, Any]]:
+        merged = {tuple(x[k] for k in ident): x for x in old.get(key, [])}
+        merged.update({tuple(x[k] for k in ident): x for x in new.get(key, [])})
+        return list(merged.values())
+
+    out = dict(new)
+    out["sequences"] = lay("sequences", ("sequence", "mode"))
+    out["kills"] = lay("kills", ("sequence", "mode"))
+    out["concurrency"] = lay("concurrency", ("design", "mode"))
+    totals: Counter[str] = Counter()
+    for s in out["sequences"]:
+        totals[f"{s['mode']}_points"] += s["crash_points"]
+        totals[f"{s['mode']}_lost_points"] += s["lost_points"]
+        totals[f"{s['mode']}_duplicate_points"] += s["duplicate_points"]
+        totals[f"{s['mode']}_not_ok_points"] += s["crash_points"] - s["outcomes"].get("ok", 0)
+    out["totals"] = dict(totals)
+    out["seconds"] = round(sum(s["seconds"] for s in out["sequences"])
+                           + sum(k.get("child_seconds", 0) + k.get("check_seconds", 0) for k in out["kills"])
+                           + sum(c.get("seconds", 0) for c in out["concurrency"]), 1)
+    return out

@@ -31,6 +31,9 @@ def crash(
     out: Annotated[Path, typer.Option(help="Directory for crash.json and crash.md.")] = Path("benchmarks/results"),
     max_points: Annotated[int | None, typer.Option(
         help="At most this many crash points per sequence and mode (a quick look; omit for the full run).")] = None,
+    merge: Annotated[bool, typer.Option(
+        help="Update an existing crash.json in --out: replace the sequences, kills and concurrency cases run now, "
+             "keep the others (for re-running one sequence).")] = False,
 ) -> None:
     """Enumerate every crash point of each durable write sequence, crash there, restart from disk, check.
 
@@ -40,7 +43,7 @@ def crash(
     disagree, and restarts that fail without naming the file. Writes crash.json and crash.md to --out.
     """
     from harness.crash import all_scenarios, explore
-    from harness.crash_report import build_report, write_report
+    from harness.crash_report import build_report, merge_reports, write_report
 
     if design is not None and design not in DESIGNS:
         raise fail(f"unknown design {design!r}; choose one of {', '.join(DESIGNS)}")
@@ -85,6 +88,8 @@ def crash(
                     console.print(f"concurrency: {d} ({mode})")
                     conc.append({"design": d, **fn(mode)})
     report = build_report(results, kills, conc, time.perf_counter() - t0)
+    if merge:
+        report = merge_reports(out / "crash.json", report)
     for r in report["sequences"]:
         console.print(f"{r['sequence']:<22} {r['mode']:<9} steps {r['step_count']:>2}  points "
                       f"{r['crash_points']:>4}  lost {r['lost_points']:>3}  duplicate {r['duplicate_points']:>3}  "
