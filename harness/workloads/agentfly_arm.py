@@ -334,8 +334,10 @@ class PMArm(_BankArm):
     Training: ``training.train`` with ``freeze_backbone=True`` (backbone CLS vectors computed once per distinct
     text, only the head learns), ``group_by_query=True`` (no question on both sides of the validation split, so the
     reported AUC is not the AGF-35 leakage), ``lr=1e-3`` (a head trained from scratch; the upstream 2e-5 is for
-    fine-tuning the whole model), ``epochs`` 3 (1 with ``ctx.quick``), batch 32, evaluation at epoch ends only, seed
-    ``ctx.seed``. The training wall time, pair counts and final validation metrics go in every row's meta.
+    fine-tuning the whole model), ``epochs`` 20 (1 with ``ctx.quick``; with the backbone frozen an epoch costs only
+    the head's steps, and on LoCoMo the validation AUC stops rising by 20: 0.67 at 3, 0.83 at 20 and at 60 epochs,
+    conv-30 with two others), batch 32, evaluation at epoch ends only, seed ``ctx.seed``. The training wall time,
+    pair counts and final validation metrics go in every row's meta.
 
     Serving is the PM driver's own path: ``load_pool`` on the bank (the serving text adds the ``[PLAN]`` line the
     training text lacks: AGF-24, kept), ``CaseRetriever`` on ``last.pt`` with ``cache_case_vectors=True`` (the named
@@ -351,7 +353,7 @@ class PMArm(_BankArm):
         super().__init__(ctx)
         self.rows = tuple(self._row_name(k) for k in self.k_values)
         self.negatives = 1 if ctx.quick else negatives
-        self.epochs = epochs if epochs is not None else (1 if ctx.quick else 3)
+        self.epochs = epochs if epochs is not None else (1 if ctx.quick else 20)
         self.max_questions = max_questions if max_questions is not None else (20 if ctx.quick else None)
         self.pairs_path = self.memory_dir / "pairs.jsonl"
         self.train_info: dict[str, Any] = {}
