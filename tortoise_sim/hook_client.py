@@ -245,6 +245,10 @@ def inprocess_session_start(db: str) -> str:
         return ""
     store = _LazyReadStore(db)
     out, _ = hook_session_start(lambda: store._open())
+    if out and os.environ.get("MEMSIM_TORTOISE_REDACTOR") == "hardened":  # tortoise_sim.redaction.mark_as_data
+        from tortoise_sim.redaction import mark_as_data
+
+        out = mark_as_data(out)
     return out
 
 

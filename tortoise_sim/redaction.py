@@ -23,7 +23,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["hardened_redact", "redactor_for", "redact_turns", "mark_as_data", "REDACTORS", "DATA_NOTICE"]
+__all__ = ["hardened_redact", "redactor_for", "redact_turns", "mark_as_data", "redactor_from_env", "REDACTORS",
+           "DATA_NOTICE", "REDACTOR_ENV"]
 
 REDACTORS = ("faithful", "hardened")
 
@@ -147,3 +148,15 @@ def mark_as_data(text: str) -> str:
     """Hardened session-start digest: the digest behind the same kind of data notice the volunteered block carries
     (the faithful digest has none, so stored text reaches the model unmarked)."""
     return f"{DATA_NOTICE}\n{text}" if text else text
+
+
+REDACTOR_ENV = "MEMSIM_TORTOISE_REDACTOR"
+
+
+def redactor_from_env() -> str:
+    """``$MEMSIM_TORTOISE_REDACTOR`` (``faithful`` when unset or unknown): how hook processes and the resident
+    service choose the redactor, the same variable the ``memsim tortoise`` commands read."""
+    import os
+
+    value = os.environ.get(REDACTOR_ENV, "faithful")
+    return value if value in REDACTORS else "faithful"

@@ -149,7 +149,9 @@ def session_end_apply(stdin: bytes | str, harness: str, db: str | os.PathLike[st
         return None
     root = Path(spool_dir) if spool_dir else Path(default_db(os.fspath(db))).parent / "spool"
     sp = Spool(root)
-    sp.spool_write(sid, turns, harness, "hook", _socket.gethostname())
+    from .redaction import redact_turns, redactor_from_env
+
+    sp.spool_write(sid, redact_turns(turns, redactor_from_env()), harness, "hook", _socket.gethostname())
     own = sim is None
     if own:
         sim = _open_sim(Path(default_db(os.fspath(db))), "analysed", "minilm")
@@ -163,9 +165,10 @@ def session_end_apply(stdin: bytes | str, harness: str, db: str | os.PathLike[st
 
 def _open_sim(path: Path, preset: str, embedder: str) -> Any:
     from .config import SimConfig
+    from .redaction import redactor_from_env
     from .sdk import Tortoise
 
-    cfg = SimConfig.preset(preset)
+    cfg = SimConfig.preset(preset, redactor=redactor_from_env())
     if embedder == "hashing":
         from dataclasses import replace
 
@@ -389,9 +392,10 @@ class TortoiseService:
 
     def op_hook_session_start(self) -> dict[str, Any]:
         from .hooks import hook_session_start
+        from .redaction import mark_as_data, redactor_from_env
 
         out, _ = self._store_op(lambda sim: hook_session_start(sim.store), False)
-        return {"stdout": out}
+        return {"stdout": mark_as_data(out) if redactor_from_env() == "hardened" else out}
 
     def op_hook_session_end(self, stdin: str = "", harness: str = "claude",
                             spool_dir: str | None = None) -> dict[str, Any]:

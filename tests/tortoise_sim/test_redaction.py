@@ -99,3 +99,26 @@ def test_cli_session_end_hook_spools_redacted_turns_when_hardened(tmp_path, monk
     text = "\n".join(p.read_text() for p in spool.rglob("*") if p.is_file())
     assert "[REDACTED:" in text
     assert not any(survives(text, s) for s in corpus[:6])
+
+
+def test_hook_entry_path_spools_redacted_turns_and_marks_the_digest(tmp_path, monkeypatch, corpus):
+    """The ``memsim tortoise hook-*`` entry (hook_client -> service) reads the same $MEMSIM_TORTOISE_REDACTOR."""
+    from tortoise_sim import SimConfig, StepClock, Tortoise
+    from tortoise_sim.hook_client import inprocess_session_start
+    from tortoise_sim.redaction import DATA_NOTICE
+    from tortoise_sim.service import session_end_apply
+
+    monkeypatch.setenv("MEMSIM_TORTOISE_REDACTOR", "hardened")
+    sim = Tortoise(None, config=SimConfig(embedder="hashing", redactor="hardened"), clock=StepClock())
+    payload = {"session_id": "s1", "turns": [{"role": "user", "content": s.text} for s in corpus[:6]]}
+    session_end_apply(json.dumps(payload), "claude", tmp_path / "t.kuzu", str(tmp_path / "spool"), sim=sim)
+    sim.close()
+    text = "\n".join(p.read_text() for p in (tmp_path / "spool").rglob("*") if p.is_file())
+    assert "[REDACTED:" in text and not any(survives(text, s) for s in corpus[:6])
+    db = tmp_path / "d.kuzu"
+    disk = Tortoise(db, config=SimConfig(embedder="hashing"), clock=StepClock())
+    disk.update_point(disk.create_point("decision", "use kuzu", credibility="gold")["id"], status="live")
+    disk.close()
+    assert inprocess_session_start(str(db)).startswith(DATA_NOTICE)
+    monkeypatch.delenv("MEMSIM_TORTOISE_REDACTOR")
+    assert not inprocess_session_start(str(db)).startswith(DATA_NOTICE)
