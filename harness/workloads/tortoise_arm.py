@@ -19,7 +19,9 @@ Mapping choices:
   significant tokens as search keys, and both speakers as ``core:person`` entities the points are about. Every
   proposal then goes through the real admission gates and writers (``execute_embed``: dedupe, consolidation with
   earlier sessions, promotion, ingest dream). With ``ctx.lm`` set the extractor is ``DspyExtractor(dspy.LM(lm))``
-  instead, so what is stored depends on the model.
+  instead (``lm_kwargs``, e.g. ``{"api_base": ...}``, go to ``dspy.LM``), so what is stored depends on the model.
+  Capture is fail-open: a session whose extraction fails keeps its turns and gets no points; the count of such
+  sessions and of extracted points is in every row's meta (``capture_errors``, ``extracted_points``).
 - **Digest.** The session-start digest (``hook_session_start``: recent points, confidence snapshot) is computed
   once after ingest (volunteering and search write nothing, so it is the same for every probe) and **prepended** to
   the text of both rows: each probe is treated as opening a session whose first context is the digest.
@@ -146,7 +148,8 @@ class TortoiseArm:
     name = "tortoise"
     rows: tuple[str, ...] = ("tortoise-volunteer", "tortoise-eval")
 
-    def __init__(self, ctx: ArmContext, pool_limit: int = 10, volunteer_min_confidence: float | None = None) -> None:
+    def __init__(self, ctx: ArmContext, pool_limit: int = 10, volunteer_min_confidence: float | None = None,
+                 lm_kwargs: dict[str, Any] | None = None) -> None:
         from tortoise_sim import Tortoise
         from tortoise_sim.store import StepClock
 
@@ -160,7 +163,7 @@ class TortoiseArm:
 
             from tortoise_sim.extraction import DspyExtractor
 
-            self.extractor: Any = DspyExtractor(dspy.LM(ctx.lm))
+            self.extractor: Any = DspyExtractor(dspy.LM(ctx.lm, **(lm_kwargs or {})))
         else:
             self.extractor = TurnPointExtractor()
         from tortoise_sim.embed import MiniLMEncoder
@@ -264,6 +267,11 @@ class TortoiseArm:
         out = {"tortoise-volunteer": self._volunteer(probe), "tortoise-eval": self._eval(probe)}
         if self.open_gate is not None:
             out[self.rows[-1]] = self._volunteer(probe, self.open_gate)
+        capture = {"extraction_mode": self.captures[0]["extraction_mode"] if self.captures else None,
+                   "extracted_points": sum(int(c.get("extracted") or 0) for c in self.captures),
+                   "capture_errors": sum(1 for c in self.captures if not c.get("ok"))}
+        for d in out.values():
+            d.meta.update(capture)
         return out
 
     def stored(self) -> frozenset[str]:

@@ -87,3 +87,16 @@ def test_long_turn_is_named_but_not_carried(tmp_path):
     ev = arm.deliver(conv.probes[0])["tortoise-eval"]
     assert "D1:1" in ev.dia_ids  # the evaluation pool carries whole contents
     arm.close()
+
+
+def test_lm_extractor_failure_keeps_turns_and_is_reported(tmp_path):
+    conv = tiny_conversation()
+    arm = TortoiseArm(ArmContext(workdir=tmp_path, lm="openai/memsim-unreachable"),
+                      lm_kwargs={"api_base": "http://127.0.0.1:9/v1", "api_key": "x", "num_retries": 0})
+    assert arm.extractor.route == "llm:openai/memsim-unreachable"
+    arm.ingest(conv)
+    assert [c["extraction_mode"] for c in arm.captures] == ["error", "error"]
+    assert arm.stored() == ALL_IDS  # turns are written before extraction and survive its failure (TOR-01)
+    d = arm.deliver(conv.probes[0])["tortoise-eval"]
+    assert d.meta["capture_errors"] == 2 and d.meta["extracted_points"] == 0
+    arm.close()
