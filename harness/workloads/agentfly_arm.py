@@ -336,8 +336,8 @@ class PMArm(_BankArm):
     reported AUC is not the AGF-35 leakage), ``lr=1e-3`` (a head trained from scratch; the upstream 2e-5 is for
     fine-tuning the whole model), ``epochs`` 20 (1 with ``ctx.quick``; with the backbone frozen an epoch costs only
     the head's steps, and on LoCoMo the validation AUC stops rising by 20: 0.67 at 3, 0.83 at 20 and at 60 epochs,
-    conv-30 with two others), batch 32, evaluation at epoch ends only, seed ``ctx.seed``. The training wall time,
-    pair counts and final validation metrics go in every row's meta.
+    conv-30 with two others), batch 32, evaluation at epoch ends only, seed ``ctx.seed``, on one torch thread. The
+    training wall time, pair counts and final validation metrics go in every row's meta.
 
     Serving is the PM driver's own path: ``load_pool`` on the bank (the serving text adds the ``[PLAN]`` line the
     training text lacks: AGF-24, kept), ``CaseRetriever`` on ``last.pt`` with ``cache_case_vectors=True`` (the named
@@ -399,8 +399,13 @@ class PMArm(_BankArm):
         cfg = TrainConfig(train=str(self.pairs_path), output_dir=str(self.root / "ckpt"), freeze_backbone=True,
                           group_by_query=True, lr=1e-3, epochs=self.epochs, batch_size=32, eval_every=10**9,
                           seed=self.ctx.seed)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # one thread: the training time is comparable across hosts and runs
         started = time.perf_counter()
-        result = train(cfg, log=lambda _line: None)
+        try:
+            result = train(cfg, log=lambda _line: None)
+        finally:
+            torch.set_num_threads(threads)
         train_s = time.perf_counter() - started
         final = result.evaluations[-1] if result.evaluations else {}
         self.train_info = {
