@@ -28,12 +28,16 @@ NP (``NPArm``, rows ``np-<pooling>@K``):
 - ``pooling="pooler"`` (faithful, AGF-13): ``NpSelector(cached=True)``, the cached-index mode whose rankings equal
   the faithful recompute (spec §3.5; ``tests/harness/test_locomo_arms_agentfly.py`` checks it on a conversation).
   The faithful mode re-embeds all N bank questions plus the query on every query (AGF-36); instead of paying that,
-  the arm measures the per-text encode cost while building the index (batches of 64, as faithful mode embeds) and
-  reports per probe ``meta["faithful_texts_per_probe"] = N + 1`` and ``meta["faithful_recompute_ms"] =
-  (N + 1) * per-text ms``, beside the cached path's one text.
+  the arm times one faithful batch at ingest (``embed_texts`` on the first 64 bank questions in bank order, after a
+  two-text warm-up) and reports per probe ``meta["faithful_texts_per_probe"] = N + 1`` and
+  ``meta["faithful_recompute_ms"] = (N + 1) * per-text ms``, beside the cached path's one text. The index itself
+  is filled in length-sorted batches (less padding; same vectors up to float noise) and then laid out in bank
+  order, and the question is ranked once at the largest K, each driver taking its top-k prefix (``torch.topk`` is
+  sorted, so top-4 is the head of top-8).
 - ``pooling="mean"`` (a named non-faithful variant): the same driver with a selector that ranks by MiniLM
   mean-pooling cosine (``harness.embedding`` ``minilm-mean``, the pooling the model was trained for), cached by
-  key text, top-k by ``torch.topk`` like the pooler path.
+  key text, top-k by ``torch.topk`` like the pooler path; its recompute cost is timed the same way with that
+  encoder.
 
 PM (``PMArm``, rows ``pm@K``): see the class docstring; its labels are **not** AgentFly's (AGF-35).
 """
