@@ -6,7 +6,9 @@ Mapping choices:
 - **Store.** One ``Tortoise`` SDK instance over an in-memory Kuzu database (``path=None``; the arm owns it for
   one conversation and nothing outlives the run), default ``SimConfig`` (the analysed profile: analysed turn
   writer, capture promotes and runs the ingest dream, MiniLM embeddings, cached exact search), fixed seed and a
-  step clock (so ids and timestamps are reproducible).
+  step clock (so ids and timestamps are reproducible). The encoder is the store's own ``MiniLMEncoder`` behind
+  ``PrecomputedEncoder``: the arm encodes every turn and point text it is about to capture in one batched call,
+  and capture's many one-text calls then read that cache (same vectors up to batch float noise).
 - **Capture.** One ``capture_session`` per LoCoMo session, in order, with ``session_id = "<sample_id>-s<index>"``.
   The conversation handed to capture is the session's turns as ``{"role": <speaker name>, "content": <text,
   plus " [shared a photo: <caption>]">}``: the speakers are two people, not a user and an assistant, so the role
