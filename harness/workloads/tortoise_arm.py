@@ -44,7 +44,10 @@ Mapping choices:
   limit=pool_limit)`` (hybrid search over turn Points and extracted points; ``pool_limit`` 10 by default, the SDK
   search default), then ``expand_pool(enabled=True, is_temporal=<category 2>)`` (source-session expansion: up to 3
   retained turns per seeded session, 10 in all; upstream skips it for temporal questions, and LoCoMo's category 2
-  is the temporal one). The pool is rendered one hit per line, ``"- <content>"``, in pool order.
+  is the temporal one). The pool is rendered one hit per line, ``"- <content>"``, in pool order. Search ranks
+  stored turns and extracted points alike, so one turn can fill two pool slots (its turn Point and its point), and
+  expansion takes a session's turns in string id order (``_t10`` before ``_t2``, TOR-45): both are the design's
+  behaviour under this mapping and show in ``meta["ranked_ids"]``.
 - **Provenance.** A turn is in a text when ``"[<speaker>] <text>"`` (a stored turn) or ``"<speaker>: <text>"``
   (an extracted point, a synopsis) occurs in it, whitespace squashed (``arm_text.ids_in_text``). ``stored()``
   reads every Point's content back from Kuzu and applies the same test.
