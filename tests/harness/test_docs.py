@@ -69,3 +69,15 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     assert 'id="tor-15"' in html
     api = (tmp_path / "site" / "api" / "tortoise" / "index.html").read_text(encoding="utf-8")
     assert "SimConfig" in api  # the API pages are rendered from the docstrings
+
+
+def test_fractal_runtime_options_are_documented() -> None:
+    import inspect
+
+    from fractal_sim import FractalRuntime
+
+    text = (DOCS / "fractal.md").read_text(encoding="utf-8")
+    params = [p.name for p in inspect.signature(FractalRuntime.__init__).parameters.values()
+              if p.name not in ("self", "workspace_path", "session", "agent")]
+    missing = [p for p in params if f"`{p}`" not in text]
+    assert params and not missing, missing
