@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -44,6 +45,9 @@ from harness.workloads.metrics import HEADLINE_CATEGORIES, summarize
 from harness.workloads.runner import run_conversation
 
 NAME = "locomo"
+EXAMPLE_CHARS = 700
+FENCE = "`" * 3
+SKIP_META = ("k", "cached_texts_per_probe", "epochs", "negatives_per_positive", "min_confidence")
 QUICK_SESSIONS = 3
 QUICK_PROBES = 6
 
@@ -89,6 +93,17 @@ def _write_atomic(path: Path, payload: dict[str, Any], fault_hook: Callable[[str
         raise
 
 
+def meta_means(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean of every numeric (non-boolean) meta value of a row's records: the design-specific measurements
+    (NP's faithful recompute ms, PM's validation AUC and training seconds, Tortoise's pool and digest sizes)."""
+    acc: dict[str, list[float]] = {}
+    for r in records:
+        for k, v in (r.get("meta") or {}).items():
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                acc.setdefault(k, []).append(float(v))
+    return {k: sum(v) / len(v) for k, v in acc.items()}
+
+
 def _row_arm(results: list[dict[str, Any]]) -> dict[str, str]:
     return {row: arm for res in results for arm, info in res["arms"].items() for row in info.get("rows", [])}
 
@@ -108,6 +123,7 @@ def aggregate(results: list[dict[str, Any]]) -> dict[str, Any]:
     rows = summarize(records, ingest)
     for row, s in rows.items():
         s["arm"] = row_arm.get(row)
+        s["meta_means"] = meta_means([r for r in records if r["row"] == row])
     status = {arm: {res["conversation"]: {k: v for k, v in res["arms"][arm].items() if k in ("status", "message")}
                     for res in results if arm in res["arms"]}
               for arm in dict.fromkeys(a for res in results for a in res["arms"])}
@@ -168,6 +184,28 @@ def markdown(payload: dict[str, Any]) -> str:
         out += [f"## Answer F1 per category (`--lm {lm}`)", "",
                 md_table(["row"] + [f"{c} {CATEGORY_NAMES.get(c, '')}" for c in cats], ftable), ""]
     out += ["![recall vs tokens](locomo.png)", ""]
+    design_rows = [r for r in order if SPECS.get(rows[r]["arm"] or "") and SPECS[rows[r]["arm"]].kind == "design"]
+    if design_rows:
+        mt = [[r, ", ".join(f"{k} {_num(v)}" for k, v in rows[r].get("meta_means", {}).items() if k not in SKIP_META)]
+              for r in design_rows]
+        out += ["## Design-specific measurements (mean per probe)", "", md_table(["row", "measured"], mt), ""]
+    ex = payload.get("examples", {})
+    firsts = list(dict.fromkeys(rows[r]["arm"] for r in order))
+    first_row = {a: next(r for r in order if rows[r]["arm"] == a) for a in firsts}
+    shown = [first_row[a] for a in firsts if first_row[a] in ex
+             and (first_row[a] in design_rows or a in ("bm25", "oracle"))]
+    if shown:
+        first = payload["conversations"][0]["conversation"]
+        out += [f"## What each row delivers (first scored probe of {first}; head and tail "
+                f"of the text, {EXAMPLE_CHARS} characters; a longer excerpt is in locomo.json)", ""]
+        for r in shown:
+            e = ex[r]
+            t = e["text_excerpt"]
+            half = EXAMPLE_CHARS // 2
+            body = (t if len(t) <= EXAMPLE_CHARS else t[:half] + "\n[...]\n" + t[-half:]).replace(FENCE, "'" * 3)
+            out += [f"**{r}**: Q{e['probe']} \"{e['question']}\" evidence {', '.join(e['evidence'])}; delivered "
+                    f"{len(e['delivered_ids'])} turn(s), {e['chars']} characters.", "", FENCE + "text", body, FENCE,
+                    ""]
     bad = [(a, c, s["status"], s.get("message", "")) for a, per in agg["arm_status"].items()
            for c, s in per.items() if s["status"] != "ok"]
     if bad:
@@ -184,6 +222,10 @@ def markdown(payload: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _num(v: float) -> str:
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def _n(rows: dict[str, Any], c: int) -> int:
     return max((r["by_category"].get(str(c), {}).get("n_scored", 0) for r in rows.values()), default=0)
 
@@ -197,19 +239,22 @@ def figure(payload: dict[str, Any]) -> Any:
     rows = payload["aggregate"]["rows"]
     order = [r for r in _order(rows) if rows[r]["headline"]["evidence_recall"] is not None]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [1, 1.3]})
-    kinds = {"baseline": ("tab:gray", "o"), "design": ("tab:red", "s")}
-    for r in order:
+    arms = list(dict.fromkeys(rows[r]["arm"] for r in order))
+    cmap = plt.get_cmap("tab20")
+    colors = {a: cmap(i % 20) for i, a in enumerate(arms)}
+    for j, r in enumerate(order):
         h = rows[r]["headline"]
         kind = SPECS[rows[r]["arm"]].kind if rows[r]["arm"] in SPECS else "design"
-        color, marker = kinds[kind]
         x = max(1.0, h["tokens_mean"] or 1.0)
-        ax1.scatter([x], [h["evidence_recall"]], c=color, marker=marker, s=50)
-        ax1.annotate(r, (x, h["evidence_recall"]), fontsize=7, xytext=(4, 3), textcoords="offset points")
+        ax1.scatter([x], [h["evidence_recall"]], color=colors[rows[r]["arm"]], marker="s" if kind == "design" else "o",
+                    s=55, edgecolors="black", linewidths=0.5)
+        ax1.annotate(r, (x, h["evidence_recall"]), fontsize=7, xytext=(5, 4 if j % 2 else -9),
+                     textcoords="offset points")
     ax1.set_xscale("log")
     ax1.set_xlabel("delivered tokens per probe (MiniLM WordPiece, log)")
     ax1.set_ylabel("evidence recall of delivered text (categories 1-4)")
     ax1.set_ylim(-0.03, 1.05)
-    ax1.set_title("recall vs tokens (grey: baselines, red: designs)")
+    ax1.set_title("recall vs tokens (squares: designs, circles: baselines)")
     ax1.grid(alpha=0.3)
     cats = [c for c in (1, 2, 3, 4, 5) if any(str(c) in rows[r]["by_category"] for r in order)]
     width = 0.8 / max(1, len(cats))
@@ -221,9 +266,10 @@ def figure(payload: dict[str, Any]) -> Any:
         ax2.bar(xs + (i - (len(cats) - 1) / 2) * width, vals, width, label=f"{c} {CATEGORY_NAMES.get(c, '')}")
     ax2.set_xticks(xs, order, rotation=60, ha="right", fontsize=8)
     ax2.set_ylabel("evidence recall")
-    ax2.set_ylim(0, 1.05)
+    ax2.set_ylim(0, 1.2)
+    ax2.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     ax2.set_title("evidence recall per LoCoMo category")
-    ax2.legend(fontsize=8, ncols=len(cats))
+    ax2.legend(fontsize=8, ncols=len(cats), loc="upper center")
     ax2.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -254,19 +300,20 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     paths: list[Path] = []
     results: list[dict[str, Any]] = []
     work_root = Path(tempfile.mkdtemp(prefix="memsim-locomo-", dir=tmp_dir))
-    for conv in chosen:
-        others = tuple(c for c in loaded if c.sample_id != conv.sample_id)
-        res = run_conversation(conv, names, work_root, k_values=tuple(k_values), others=others, lm=lm,
-                               quick=quick, seed=seed, track=track, answerer=answerer, echo=echo)
-        res["summary"] = summarize(res["records"], {row: info["ingest_ms_per_turn"] for info in res["arms"].values()
-                                                    if info["status"] == "ok" for row in info["rows"]})
-        p = conv_dir / f"{conv.sample_id}.json"
-        _write_atomic(p, res, fault_hook)
-        paths.append(p)
-        results.append(res)
-    import shutil
-
-    shutil.rmtree(work_root, ignore_errors=True)
+    try:
+        for conv in chosen:
+            others = tuple(c for c in loaded if c.sample_id != conv.sample_id)
+            res = run_conversation(conv, names, work_root, k_values=tuple(k_values), others=others, lm=lm,
+                                   quick=quick, seed=seed, track=track, answerer=answerer, echo=echo)
+            res["summary"] = summarize(res["records"], {row: info["ingest_ms_per_turn"]
+                                                        for info in res["arms"].values()
+                                                        if info["status"] == "ok" for row in info["rows"]})
+            p = conv_dir / f"{conv.sample_id}.json"
+            _write_atomic(p, res, fault_hook)
+            paths.append(p)
+            results.append(res)
+    finally:
+        shutil.rmtree(work_root, ignore_errors=True)
     agg = aggregate(results)
     payload = {
         "name": NAME,
