@@ -98,7 +98,8 @@ class Spool:
 
     def __init__(self, root: str | Path, *, clock: Callable[[], datetime] | None = None,
                  permanent: str = "quarantine", fault_hook: Callable[[str], None] | None = None,
-                 corrupt: str = "delete", atomic_turns: bool = False, send_capture_key: bool = False) -> None:
+                 corrupt: str = "delete", atomic_turns: bool = False, send_capture_key: bool = False,
+                 idempotent_ledger: bool = False) -> None:
         if permanent not in ("quarantine", "delete"):
             raise ValueError("permanent must be 'quarantine' or 'delete'")
         if corrupt not in ("delete", "quarantine"):
@@ -116,6 +117,9 @@ class Spool:
         # can drop a re-post after a crash between the post and the filed mark.
         self.atomic_turns = atomic_turns
         self.send_capture_key = send_capture_key
+        # hardened, named: a ledger row identical in (session_id, capture_key, reason) to one already there is not
+        # appended again (a crash between the ledger append and the quarantine mark re-posts the entry)
+        self.idempotent_ledger = idempotent_ledger
 
     # -------------------------------------------------------------------------------- files
     def _paths(self, key: str) -> tuple[Path, Path]:
@@ -161,10 +165,37 @@ class Spool:
 
     def _discard(self, session_id: str, ckey: str | None, reason: str, detail: str = "") -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        if self.idempotent_ledger:
+            self._cut_torn_ledger_tail()
+            if ckey is not None and any(
+                    (r.get("session_id"), r.get("capture_key"), r.get("reason")) == (session_id, ckey, reason)
+                    for r in self._ledger_rows_lenient()):
+                return
         self._fault("spool.ledger")
         _append(self.ledger, (json.dumps({"at": self._now(), "session_id": session_id, "capture_key": ckey,
                                           "reason": reason, "detail": detail}) + "\n").encode("utf-8"),
                 self.fault_hook, "spool.ledger")
+
+    def _cut_torn_ledger_tail(self) -> None:
+        """A ledger that does not end in a newline holds a torn row: cut it back to the last complete row (else
+        the next append would fuse with it into one unreadable line)."""
+        if not self.ledger.exists():
+            return
+        data = self.ledger.read_bytes()
+        if data and not data.endswith(b"\n"):
+            os.truncate(self.ledger, data.rfind(b"\n") + 1)
+
+    def _ledger_rows_lenient(self) -> list[dict[str, Any]]:
+        """Ledger rows that parse (a torn last row is skipped): the idempotent ledger's lookup."""
+        if not self.ledger.exists():
+            return []
+        rows = []
+        for raw in self.ledger.read_bytes().splitlines():
+            with contextlib.suppress(ValueError):
+                row = json.loads(raw)
+                if isinstance(row, dict):
+                    rows.append(row)
+        return rows
 
     def _delete(self, key: str) -> None:
         for p in self._paths(key):

@@ -304,7 +304,14 @@ SPOOL_TURNS = [{"role": "user", "content": "decision: keep the spool under 256 M
 
 def _spool(root: Path, hook: Any, mode: str) -> Spool:
     hardened = mode != "faithful"
-    return Spool(root / "spool", fault_hook=hook, clock=StepClock(), atomic_turns=hardened, send_capture_key=hardened)
+    return Spool(root / "spool", fault_hook=hook, clock=StepClock(), atomic_turns=hardened, send_capture_key=hardened,
+                 idempotent_ledger=hardened)
+
+
+def _poster(t: Tortoise) -> Any:
+    """Local capture, except that the receiver rejects session ``s2`` permanently (HTTP 400 -> quarantine)."""
+    local = local_capture_post(t.capture_session)
+    return lambda body: 400 if body["session_id"] == "s2" else local(body)
 
 
 def run_spool(root: Path, hook: Any, mode: str, acks: Acks) -> None:
@@ -315,7 +322,9 @@ def run_spool(root: Path, hook: Any, mode: str, acks: Acks) -> None:
         acks.append("write:2")
         sp.spool_write("s1", SPOOL_TURNS, "claude", "hook", "m1")
         acks.append("write:3")
-        counts = sp.flush_spool(local_capture_post(t.capture_session), now_ms=10**13)
+        sp.spool_write("s2", SPOOL_TURNS[:1], "claude", "hook", "m1")
+        acks.append("write:s2")
+        counts = sp.flush_spool(_poster(t), now_ms=10**13)
         if counts["filed"]:
             acks.append("filed")
     finally:
@@ -330,7 +339,7 @@ def check_spool(root: Path, acks: list[str], mode: str) -> Check:
     try:
         sp = _spool(root, None, mode)
         try:  # the restart's own replay: flush what is pending
-            sp.flush_spool(local_capture_post(t.capture_session), now_ms=10**13)
+            sp.flush_spool(_poster(t), now_ms=10**13)
         except Exception as exc:  # noqa: BLE001
             c.start = "clear_error" if str(root) in str(exc) else "unclear_error"
             c.notes.append(f"flush after restart failed: {exc!r}"[:200])
@@ -347,6 +356,19 @@ def check_spool(root: Path, acks: list[str], mode: str) -> Check:
             c.disagree.append(f"spool meta unreadable: {exc!r}"[:120])
         if meta is not None and n and meta.get("lane") != "filed":
             c.disagree.append(f"graph holds the session but the spool entry is {meta.get('lane')!r}")
+        if "write:s2" in acks:  # the rejected session: quarantined (turns kept) with exactly one ledger row
+            try:
+                meta2 = sp.read_meta("s2")
+            except Exception as exc:  # noqa: BLE001
+                meta2 = None
+                c.disagree.append(f"s2 meta unreadable: {exc!r}"[:120])
+            if meta2 is None or meta2.get("lane") != "quarantine" or not sp.read_turns("s2"):
+                c.lost.append(f"s2 not quarantined with its turns (lane {meta2 and meta2.get('lane')!r})")
+            rows = [r for r in sp._ledger_rows_lenient() if r.get("session_id") == "s2"]
+            if len(rows) > 1:
+                c.duplicates.append(f"ledger rows for s2 x{len(rows)}")
+            elif not rows:
+                c.disagree.append("s2 quarantined without a ledger row")
     finally:
         t.close()
     return c
@@ -366,7 +388,8 @@ def scenarios() -> list[Scenario]:
         Scenario("tortoise", "tortoise.dream", "local dream over a 3-claim graph: flush, write-back, "
                  "ConfidenceChanged events, dirty flags settled; the restart re-dreams what is still dirty",
                  run_dream, check_dream, hardened_option=opt),
-        Scenario("tortoise", "tortoise.spool", "spool write (rewrite), spool write (append), flush into capture; "
-                 "the restart flushes again", run_spool, check_spool,
-                 hardened_option=opt + " + Spool(atomic_turns=True, send_capture_key=True)"),
+        Scenario("tortoise", "tortoise.spool", "spool write (rewrite), spool write (append), a second session; "
+                 "flush: s1 into capture, s2 rejected (400) and quarantined; the restart flushes again",
+                 run_spool, check_spool,
+                 hardened_option=opt + " + Spool(atomic_turns=True, send_capture_key=True, idempotent_ledger=True)"),
     ]
