@@ -156,3 +156,29 @@ def merge_reports(existing: Path, new: dict[str, Any]) -> dict[str, Any]:
                            + sum(k.get("child_seconds", 0) + k.get("check_seconds", 0) for k in out["kills"])
                            + sum(c.get("seconds", 0) for c in out["concurrency"]), 1)
     return out
+
+
+def kills_table(report: dict[str, Any]) -> str:
+    out = ["| sequence | mode | SIGKILL at | restart | lost | duplicates | disagree | temp files left |",
+           "|---|---|---|---|---|---|---|---:|"]
+    for k in report["kills"]:
+        out.append(f"| {k['sequence']} | {k['mode']} | `{k['kill_at']}` | {k.get('start', k.get('outcome'))} | "
+                   f"{len(k.get('lost', []))} | {len(k.get('duplicates', []))} | {len(k.get('disagree', []))} | "
+                   f"{len(k.get('leftover_temp_files', []))} |")
+    return "\n".join(out)
+
+
+def concurrency_table(report: dict[str, Any]) -> str:
+    out = ["| case | mode | acknowledged / stored | lost updates | duplicates | open failures | tracebacks | s |",
+           "|---|---|---|---:|---:|---:|---:|---:|"]
+    for c in report["concurrency"]:
+        if c["design"] == "fractal":
+            ack = f"{c['acknowledged']} turns / {c['stored']}"
+        elif c["design"] == "agentfly":
+            ack = f"{c['questions']} questions / {c['processed']} processed"
+        else:
+            ack = f"{c['captures_attempted']} captures / {c['captures_stored']}; hook opened {c['hook_store_opened']}" \
+                  f" of {c['hook_calls']}"
+        out.append(f"| {c['case']} | {c['mode']} | {ack} | {c['lost_updates']} | {c.get('duplicates', 0)} | "
+                   f"{c.get('open_failures', 0)} | {c['tracebacks']} | {c['seconds']} |")
+    return "\n".join(out)
