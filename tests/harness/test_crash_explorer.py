@@ -105,3 +105,19 @@ def test_memsim_crash_cli(tmp_path: Path) -> None:
     assert [(s["sequence"], s["mode"], s["crash_points"]) for s in report["sequences"]] == [
         ("fractal.submit", "faithful", 6), ("fractal.submit", "hardened", 6)]
     assert "| fractal | fractal.submit | faithful |" in (out / "crash.md").read_text()
+
+
+def test_rel02_refuted_when_atomic_saves_write_in_place(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The hardened claim observes the files: break the atomic writer and it comes out refuted."""
+    import fractal_sim.session as session_mod
+    from harness.claims import ClaimContext, all_claims
+
+    real = session_mod.write_file
+
+    def in_place(path, data, *, step, hook, mode="overwrite"):
+        return real(path, data, step=step, hook=hook, mode="overwrite")
+
+    monkeypatch.setattr(session_mod, "write_file", in_place)
+    (rel02,) = all_claims(ids=["REL-02"])
+    obs = rel02.demonstrate(ClaimContext(tmp_path=tmp_path, seed=0, data_dir=None, quick=True))
+    assert obs.verdict == "refuted"
