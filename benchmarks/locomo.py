@@ -296,6 +296,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
         from harness.workloads.answer import Answerer
 
         answerer = Answerer(lm, **({"api_base": lm_base} if lm_base else {}))
+        answerer.check()
     conv_dir = out_dir / NAME
     paths: list[Path] = []
     results: list[dict[str, Any]] = []

@@ -12,6 +12,8 @@ accuracy it did not measure.
   mean over gold parts of the best F1 against any predicted part. Category 3: the gold is cut at its first ``;``
   (LoCoMo keeps only the first alternative). Categories 2 and 4: plain token F1. Category 5 (adversarial): 1 when
   the prediction says "not mentioned" or "no information available", else 0.
+- ``Answerer.check`` makes one call before a run, so a misconfigured LM (no API key: set ``OPENAI_API_KEY``, any
+  value for a local server; no server) stops the run with one line instead of failing every probe.
 - A failed LM call is recorded as ``answer_error`` with the message and left out of the F1 average (counted
   beside it), never scored as 0 or 1.
 """
@@ -84,8 +86,17 @@ class Answerer:
     """Callable ``(probe, delivered text) -> {"prediction", "f1"}`` (or ``{"answer_error"}``) over one dspy LM."""
 
     def __init__(self, lm: str | dspy.LM, **lm_kwargs: Any) -> None:
+        lm_kwargs.setdefault("cache", False)  # every answer is a real call, never a cached one from another run
         self.lm = lm if isinstance(lm, dspy.LM) else dspy.LM(lm, **lm_kwargs)
         self.module = dspy.Predict(AnswerFromMemory)
+
+    def check(self) -> None:
+        """One answer call on a tiny memory before a run: a misconfigured LM (no key, no server) becomes one
+        ``ValueError`` instead of an error recorded on every probe."""
+        got = self(Probe(index=-1, question="What is the name of the cat?", answer="Tom", category=4),
+                   "[D1:1] Ann: My cat is called Tom.")
+        if "answer_error" in got:
+            raise ValueError(f"--lm check call failed: {got['answer_error']}")
 
     def __call__(self, probe: Probe, text: str) -> dict[str, Any]:
         try:

@@ -93,3 +93,26 @@ def test_interrupted_run_keeps_finished_conversations(tmp_path: Path) -> None:
     paths = mod.run(out, data=data, arms="full,oracle")
     assert sorted(p.name for p in (out / "locomo").iterdir()) == ["conv-a.json", "conv-b.json"]
     assert out / "locomo.md" in paths
+
+
+def test_lm_answers_are_scored_per_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import locomo as mod
+    from tests.harness.test_locomo_answer import _Server
+
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([_tiny("conv-a")]))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with _Server("Tom") as srv, pytest.raises(ValueError, match="--lm check call failed: .*API key"):
+        mod.run(tmp_path / "out", data=data, arms="full", lm="openai/test",
+                lm_base=f"http://127.0.0.1:{srv.port}/v1")
+    assert not (tmp_path / "out").exists()
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    with _Server("Tom") as srv:
+        mod.run(tmp_path / "out", data=data, arms="full,oracle", lm="openai/test",
+                lm_base=f"http://127.0.0.1:{srv.port}/v1")
+    payload = json.loads((tmp_path / "out" / "locomo.json").read_text())
+    rows = payload["aggregate"]["rows"]
+    # the server always answers "Tom": right for the cat question, wrong for the bicycle one
+    assert rows["oracle"]["headline"]["f1"] == 0.5 and rows["oracle"]["headline"]["n_answered"] == 2
+    assert len(srv.requests) == 5  # the check call, then 2 probes x 2 rows, each through HTTP
+    assert "Answer F1 per category" in (tmp_path / "out" / "locomo.md").read_text()
