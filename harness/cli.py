@@ -77,6 +77,8 @@ def claims(
         for c in selected:
             console.print(f"{c.id}\t{c.design}\t{c.kind}\t{c.record}\t{c.statement}", soft_wrap=True)
         return
+    if not 0 <= seed < 2**32:  # demonstrations seed numpy/torch
+        raise fail(f"--seed must be in [0, {2**32 - 1}], not {seed}")
     check_output_dir(out)  # before running anything: an unwritable --out fails now, not after every claim
     for name in ("ledger.json", "ledger.md", "ledger.html"):
         if (out / name).is_dir():

@@ -134,6 +134,7 @@ def train(
             raise fail(f"{flag} must be a positive integer, not {value}")
     if not 0.0 < val_ratio < 1.0 and valid is None:
         raise fail(f"--val_ratio must be between 0 and 1 (exclusive), not {val_ratio}")
+    check_range("--seed", seed, lo=0, hi=2**32 - 1)  # numpy/torch seeding range
     check_range("--warmup_ratio", warmup_ratio, lo=0.0, hi=1.0)
     check_range("--grad_clip", grad_clip, lo=0.0)  # 0 disables clipping, as upstream's ``if grad_clip > 0``
     check_range("--class_weight_pos", class_weight_pos, lo=0.0, lo_open=True)
@@ -226,6 +227,7 @@ def run(
         raise fail(f"--limit must be 0 or more, not {limit}")
     if top_k < 0:
         raise fail(f"--top_k must be 0 or more, not {top_k}")
+    check_range("--seed", seed, lo=0, hi=2**32 - 1)  # numpy/torch seeding range
     check_range("--p_correct", p_correct, lo=0.0, hi=1.0)
     check_range("--judge_p", judge_p, lo=0.0, hi=1.0)
     if checkpoint is not None and not checkpoint.is_file():

@@ -386,3 +386,10 @@ def test_more_option_ranges(store):
     one_line_error(run("tortoise", "dream", "--max-hops", "-1", "--db", str(path)), "--max-hops")
     one_line_error(run("agentfly", "retrieve", "--model_path", "x", "--pool_jsonl", "y", "--query", "q", "--device",
                        "tpu"), "--device")
+
+
+@pytest.mark.parametrize("args", [["agentfly", "run", "--seed", "-1"], ["agentfly", "train", "--train", "x",
+                                                                        "--output_dir", "y", "--seed", "-1"],
+                                  ["claims", "--id", "FRA-01", "--seed", "99999999999"]])
+def test_seeds_outside_the_numpy_range(args):
+    one_line_error(run(*args), "--seed")
