@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["ChangeLog", "attach", "statement_ids", "read_rows"]
+__all__ = ["ChangeLog", "attach", "statement_ids", "read_rows", "point_row"]
 
 MAX_ENTRIES = 20_000  # logged statements kept; older ones are dropped and sequences before them answer None
 MAX_IDS = 5_000  # more touched names than this: a rebuild is cheaper than re-reading row by row
@@ -196,3 +196,23 @@ def read_rows(store: Any, query: str, params: dict[str, Any] | None = None) -> l
         return res.get_as_arrow(0).to_pylist()
     finally:
         res.close()
+
+
+_POINT_ROW = ("MATCH (n:Point {id: $id}) RETURN n.id AS id, n.content AS content, n.pointKind AS pointKind, "
+              "n.status AS status, n.session_id AS session_id, n.outdated AS outdated, n.embedding AS embedding, "
+              "n.is_operator AS is_operator, n.op_type AS op_type, n.posterior_alpha AS posterior_alpha, "
+              "n.posterior_beta AS posterior_beta, n.ep_alpha AS ep_alpha, n.ep_beta AS ep_beta, "
+              "n.createdAt AS createdAt")
+
+
+def point_row(store: Any, pid: str) -> dict[str, Any] | None:
+    """The columns the search and why-block caches keep for one Point (None = no such Point), read once per
+    ``store.write_seq`` and shared by both caches."""
+    memo = store.__dict__.setdefault("_point_row_memo", {})
+    if memo.get("seq") != store.write_seq:
+        memo.clear()
+        memo["seq"] = store.write_seq
+    if pid not in memo:
+        rows = read_rows(store, _POINT_ROW, {"id": pid})
+        memo[pid] = rows[0] if rows else None
+    return memo[pid]

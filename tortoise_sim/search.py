@@ -140,9 +140,6 @@ def search_points(
 _MARGIN = 1e-3
 _TOL = 1e-9
 CACHE_MODES = ("incremental", "rebuild")
-_ROW_COLS = ("n.id AS id, n.content AS content, n.pointKind AS point_kind, n.status AS status, "
-             "n.session_id AS session_id, n.outdated AS outdated, n.embedding AS embedding, "
-             "n.is_operator AS is_operator, n.op_type AS op_type")
 
 
 def cache_mode(store: TortoiseStore) -> str:
@@ -226,8 +223,7 @@ class _SearchCache:
             return False
         seq = store.write_seq
         for pid in sorted(touched):
-            rows = changes.read_rows(store, f"MATCH (n:Point {{id: $id}}) RETURN {_ROW_COLS}", {"id": pid})
-            self._apply(pid, rows[0] if rows else None)
+            self._apply(pid, changes.point_row(store, pid))
         self.seq = seq
         self._masks.clear()
         self.updates += 1
@@ -252,7 +248,7 @@ class _SearchCache:
                 post = self.postings[t]
                 self.postings[t] = post[post != i]
         self.contents[i] = row["content"]
-        self.kinds[i] = row["point_kind"]
+        self.kinds[i] = row["pointKind"]
         self.statuses[i] = row["status"]
         self.session_ids[i] = row["session_id"]
         self.outdated[i] = row["outdated"] is True

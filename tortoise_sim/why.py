@@ -239,9 +239,8 @@ class _WhyCache:
         return True
 
     def _reread(self, store: TortoiseStore, pid: str) -> None:
-        rows = changes.read_rows(store, f"MATCH (n:Point {{id: $id}}) RETURN {_COLS}, n.is_operator AS is_operator, "
-                                 "n.op_type AS op_type, n.createdAt AS createdAt", {"id": pid})
-        if not rows and pid not in self.node:
+        row = changes.point_row(store, pid)
+        if row is None and pid not in self.node:
             return  # not a Point before or after (a touched name is a superset of the ids)
         for rel in ("IMPL", "NAND", "CORRECTS"):
             o, n = self.out[rel], self.inn[rel]
@@ -251,24 +250,23 @@ class _WhyCache:
             for a in {a for a, _ in n.pop(pid, [])}:
                 if a != pid:
                     o[a] = [(b, i) for b, i in o.get(a, []) if b != pid]
-        if not rows:
+        if row is None:
             for table in (self.node, self.is_op, self.is_plain, self.strict_not_op, self.created):
                 table.pop(pid, None)
             return
-        self._set_node(pid, rows[0])
-        for rel in ("IMPL", "NAND", "CORRECTS"):
-            idx = "r.idx" if rel != "CORRECTS" else "NULL"
-            o, n = self.out[rel], self.inn[rel]
-            for r in changes.read_rows(store, f"MATCH (a:Point {{id: $id}})-[r:{rel}]->(b:Point) RETURN b.id AS b, "
-                                       f"{idx} AS i", {"id": pid}):
-                o.setdefault(pid, []).append((r["b"], r["i"]))
-                n.setdefault(r["b"], []).append((pid, r["i"]))
-            for r in changes.read_rows(store, f"MATCH (a:Point)-[r:{rel}]->(b:Point {{id: $id}}) RETURN a.id AS a, "
-                                       f"{idx} AS i", {"id": pid}):
-                if r["a"] == pid:
-                    continue  # a self-edge, added with the outgoing ones
-                n.setdefault(pid, []).append((r["a"], r["i"]))
-                o.setdefault(r["a"], []).append((pid, r["i"]))
+        self._set_node(pid, row)
+        for r in changes.read_rows(store, "MATCH (a:Point {id: $id})-[r:IMPL|NAND|CORRECTS]->(b:Point) "
+                                   "RETURN label(r) AS rel, b.id AS b, r.idx AS i", {"id": pid}):
+            i = None if r["rel"] == "CORRECTS" else r["i"]
+            self.out[r["rel"]].setdefault(pid, []).append((r["b"], i))
+            self.inn[r["rel"]].setdefault(r["b"], []).append((pid, i))
+        for r in changes.read_rows(store, "MATCH (a:Point)-[r:IMPL|NAND|CORRECTS]->(b:Point {id: $id}) "
+                                   "RETURN label(r) AS rel, a.id AS a, r.idx AS i", {"id": pid}):
+            if r["a"] == pid:
+                continue  # a self-edge, added with the outgoing ones
+            i = None if r["rel"] == "CORRECTS" else r["i"]
+            self.inn[r["rel"]].setdefault(pid, []).append((r["a"], i))
+            self.out[r["rel"]].setdefault(r["a"], []).append((pid, i))
 
 
 def _why_cache_for(store: TortoiseStore) -> _WhyCache:
