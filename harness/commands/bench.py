@@ -175,3 +175,22 @@ def serve(
 
     _run(mod.run, out, quick, progress, seed=seed, echo=console.print, sizes=list(sizes) if sizes else None,
          cache_dir=cache_dir, load_seconds=load_seconds)
+
+
+@app.command()
+def engines(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    progress: ProgressOpt = True,
+) -> None:
+    """Issue-12 engines before vs after in one run: the batched EP engine (pure run_ep on the 2,000-factor
+    ep_scaling graph, a 10,000-factor dream pass with bulk events), the incremental search / why-block caches at
+    1e5 points, the NP one-text query encode at the shipped bank's 1,278 cases and the FAISS index backend at 1e6
+    cases. Writes benchmarks/results/engines.{json,md,png}."""
+    from benchmarks import engines as mod
+
+    def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
+        return mod.run(out_dir, quick=quick, seed=seed, track=track, echo=console.print)
+
+    _run(go, out, quick, progress, seed=seed)
