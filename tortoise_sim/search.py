@@ -182,6 +182,8 @@ class _SearchCache:
             self.sorted_ids.sort()
         self.slot = {pid: i for i, pid in enumerate(self.ids)}
         self.alive = np.ones(n, dtype=bool)
+        self.status_code_of: dict[str | None, int] = {}
+        self.status_codes = np.array([self._code(st) for st in self.statuses], dtype=np.int32)
         self.outdated = np.array([o is True for o in tbl.column("outdated").to_pylist()], dtype=bool)
         self.py_rank = np.empty(n, dtype=np.int64)
         self.py_rank[sorted(range(n), key=self.ids.__getitem__)] = np.arange(n)
@@ -207,10 +209,16 @@ class _SearchCache:
         self.updates = 0  # incremental refreshes applied
         self.updated_rows = 0
 
+    def _code(self, status: str | None) -> int:
+        code = self.status_code_of.get(status)
+        if code is None:
+            code = self.status_code_of[status] = len(self.status_code_of)
+        return code
+
     @property
     def nbytes(self) -> int:
         """Bytes held by the numeric arrays (the float32 matrix dominates)."""
-        arrays = [self.raw, self.norms, self.alive, self.outdated, self.py_rank, self.has_emb]
+        arrays = [self.raw, self.norms, self.alive, self.outdated, self.py_rank, self.has_emb, self.status_codes]
         return int(sum(a.nbytes for a in arrays) + sum(v.nbytes for v in self.postings.values()))
 
     # -- incremental maintenance ----------------------------------------------------------------------------------
@@ -250,6 +258,7 @@ class _SearchCache:
         self.contents[i] = row["content"]
         self.kinds[i] = row["pointKind"]
         self.statuses[i] = row["status"]
+        self.status_codes[i] = self._code(row["status"])
         self.session_ids[i] = row["session_id"]
         self.outdated[i] = row["outdated"] is True
         for t in set(significant_tokens(row["content"])):
@@ -279,7 +288,7 @@ class _SearchCache:
             self.raw = _grow(self.raw, cap)
             self.norms, self.alive = _grow(self.norms, cap), _grow(self.alive, cap)
             self.outdated, self.has_emb = _grow(self.outdated, cap), _grow(self.has_emb, cap)
-            self.py_rank = _grow(self.py_rank, cap)
+            self.py_rank, self.status_codes = _grow(self.py_rank, cap), _grow(self.status_codes, cap)
         self.n = i + 1
         self.ids.append(pid)
         self.contents.append("")
@@ -300,9 +309,9 @@ class _SearchCache:
         m = self._masks.get(key)
         if m is None:
             m = self.alive[: self.n].copy()
-            if key[0]:
-                ex = set(key[0])
-                m &= np.fromiter((s not in ex for s in self.statuses), dtype=bool, count=self.n)
+            codes = [self.status_code_of[st] for st in set(key[0]) if st in self.status_code_of]
+            if codes:
+                m &= ~np.isin(self.status_codes[: self.n], codes)
             if key[1]:
                 m &= ~self.outdated[: self.n]
             self._masks[key] = m
