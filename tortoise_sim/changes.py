@@ -9,7 +9,8 @@ A statement is attributed only when every node pattern that could bind a Point (
 keyed by id, inline (``(n:Point {id: $x})``, ``{id: row.id}``, ``{id: i}`` over ``UNWIND``/``LOAD FROM``) or by a
 ``n.id IN $..`` / ``n.id = $..`` predicate. The touched ids are then all string values among its parameters (list
 and map members included) or the string columns of its table: a superset, which the caches re-read from Kuzu by
-primary key (a name that is no Point reads as absent). Statements on other node tables only (sessions, events,
+primary key (a name that is no Point reads as absent). Where the id expressions can be evaluated (``$p``,
+``row.f`` or ``i`` over ``UNWIND $p``, a ``LOAD FROM`` column), only their values count; otherwise every string. Statements on other node tables only (sessions, events,
 meta rows) touch no Point. Anything else (a label-free anonymous pattern, a sweep such as
 ``MATCH (n:Point) WHERE n.status = 'draft' SET ...``, a schema change, a log overflow) answers None. A ROLLBACK makes
 every statement since its BEGIN count again (a cache may have read inside the transaction), so their ids are
@@ -32,7 +33,7 @@ _SCHEMA = re.compile(r"\b(ALTER|DROP|COPY|CALL|INSTALL|IMPORT|ATTACH|USE|CHECKPO
 _TX = re.compile(r"^\s*(BEGIN\s+TRANSACTION|BEGIN|COMMIT|ROLLBACK)\s*;?\s*$", re.IGNORECASE)
 _ROLLBACK = re.compile(r"^\s*ROLLBACK\b", re.IGNORECASE)
 _BEGIN = re.compile(r"^\s*BEGIN\b", re.IGNORECASE)
-_INLINE_ID = re.compile(r"[{,]\s*`?id`?\s*:")
+_INLINE_ID_EXPR = re.compile(r"[{,]\s*`?id`?\s*:\s*(\$\w+|\w+(?:\.\w+)?)")
 
 
 def statement_ids(query: str, params: Any) -> set[str] | None:
@@ -42,7 +43,7 @@ def statement_ids(query: str, params: Any) -> set[str] | None:
     if _SCHEMA.search(query):
         return None
     labels: dict[str, set[str]] = {}
-    keyed: dict[str, bool] = {}
+    props_of: dict[str, list[str]] = {}
     for var, label, props in _NODE.findall(query):
         names = {x.strip("`") for x in label.split("|")} if label else set()
         if not var:
@@ -50,19 +51,62 @@ def statement_ids(query: str, params: Any) -> set[str] | None:
                 return None  # an anonymous pattern that may bind Points
             continue
         labels.setdefault(var, set()).update(names)
-        keyed[var] = keyed.get(var, False) or bool(props and _INLINE_ID.search(props))
+        props_of.setdefault(var, []).append(props or "")
     relevant = [v for v, names in labels.items() if not names or "Point" in names]
+    exprs: list[str] = []
     for v in relevant:
-        if keyed[v]:
-            continue
-        if re.search(rf"\b{re.escape(v)}\.id\s*(IN|=)\s*\$", query):
-            continue
-        return None
+        mine = [m.group(1) for props in props_of[v] for m in _INLINE_ID_EXPR.finditer(props)]
+        mine += [m.group(1) for m in re.finditer(rf"\b{re.escape(v)}\.id\s*(?:IN|=)\s*(\$\w+)", query)]
+        if not mine:
+            return None
+        exprs += mine
     if not relevant:
         return set()
     out: set[str] = set()
-    _strings(params, out)
+    for expr in exprs:
+        got = _resolve(expr, query, params)
+        if got is None:  # an id expression we cannot evaluate: every string the statement was given
+            out.clear()
+            _strings(params, out)
+            return out
+        out |= got
     return out
+
+
+def _resolve(expr: str, query: str, params: Any) -> set[str] | None:
+    """The values an id expression of a statement takes: ``$p``, ``row.f`` / ``i`` over ``UNWIND $p AS ..``,
+    or a column of a ``LOAD FROM`` table (params = [params, table] for `bulk_load`). None = cannot tell."""
+    table = None
+    if isinstance(params, list) and len(params) == 2 and isinstance(params[0], dict):
+        params, table = params
+    params = params if isinstance(params, dict) else {}
+    out: set[str] = set()
+    if expr.startswith("$"):
+        if expr[1:] not in params:
+            return None
+        _strings(params[expr[1:]], out)
+        return out
+    alias, _, field = expr.partition(".")
+    m = re.search(rf"UNWIND\s+\$(\w+)\s+AS\s+{re.escape(alias)}\b", query, re.IGNORECASE)
+    if m and m.group(1) in params:
+        rows = params[m.group(1)]
+        if not isinstance(rows, list | tuple):
+            return None
+        for r in rows:
+            if field:
+                if not isinstance(r, dict):
+                    return None
+                _strings(r.get(field), out)
+            else:
+                _strings(r, out)
+        return out
+    if table is not None and not field:
+        m = re.search(rf"\b(\w+)\s+AS\s+{re.escape(alias)}\b", query)
+        col = m.group(1) if m else alias
+        if col in getattr(table, "column_names", []):
+            out.update(x for x in table.column(col).to_pylist() if isinstance(x, str))
+            return out
+    return None
 
 
 def _strings(value: Any, out: set[str]) -> None:

@@ -203,6 +203,7 @@ class _SearchCache:
         else:
             self.raw = np.zeros((n, self.dim), dtype=np.float32)
         self.norms = np.linalg.norm(self.raw.astype(np.float64), axis=1) if n else np.zeros(0)
+        self._reserve(n + _slack(n))  # room for appended rows: no reallocation on the first writes
         self._masks: dict[tuple[tuple[str, ...], bool], np.ndarray] = {}
         self.searches = 0  # searches answered from this cache
         self.exact_fallbacks = 0  # searches whose vector leg was recomputed the scan's way (near ties)
@@ -284,11 +285,7 @@ class _SearchCache:
     def _append(self, pid: str) -> int:
         i = self.n
         if i >= self.raw.shape[0]:
-            cap = max(16, 2 * self.raw.shape[0])
-            self.raw = _grow(self.raw, cap)
-            self.norms, self.alive = _grow(self.norms, cap), _grow(self.alive, cap)
-            self.outdated, self.has_emb = _grow(self.outdated, cap), _grow(self.has_emb, cap)
-            self.py_rank, self.status_codes = _grow(self.py_rank, cap), _grow(self.status_codes, cap)
+            self._reserve(i + _slack(i))
         self.n = i + 1
         self.ids.append(pid)
         self.contents.append("")
@@ -304,6 +301,12 @@ class _SearchCache:
         self.py_rank[i] = r
         return i
 
+    def _reserve(self, cap: int) -> None:
+        self.raw = _grow(self.raw, cap)
+        self.norms, self.alive = _grow(self.norms, cap), _grow(self.alive, cap)
+        self.outdated, self.has_emb = _grow(self.outdated, cap), _grow(self.has_emb, cap)
+        self.py_rank, self.status_codes = _grow(self.py_rank, cap), _grow(self.status_codes, cap)
+
     def mask(self, exclude_statuses: Sequence[str] | None, exclude_outdated_flag: bool) -> np.ndarray:
         key = (tuple(exclude_statuses) if exclude_statuses else (), bool(exclude_outdated_flag))
         m = self._masks.get(key)
@@ -316,6 +319,10 @@ class _SearchCache:
                 m &= ~self.outdated[: self.n]
             self._masks[key] = m
         return m
+
+
+def _slack(n: int) -> int:
+    return max(1024, n // 8)
 
 
 def _grow(a: np.ndarray, cap: int) -> np.ndarray:

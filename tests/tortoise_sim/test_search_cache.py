@@ -339,7 +339,10 @@ def test_incremental_caches_equal_the_scan_under_interleaved_writes_and_reads(se
 def test_change_log_attribution():
     from tortoise_sim.changes import statement_ids
 
-    assert statement_ids("MATCH (n:Point {id:$id}) SET n.status = $s", {"id": "p1", "s": "live"}) == {"p1", "live"}
+    assert statement_ids("MATCH (n:Point {id:$id}) SET n.status = $s", {"id": "p1", "s": "live"}) == {"p1"}
+    assert statement_ids("UNWIND $ids AS i MATCH (n:Point {id: i}) SET n.x = 1", {"ids": ["a", "b"]}) == {"a", "b"}
+    # an id expression it cannot evaluate: every string the statement was given
+    assert statement_ids("MATCH (n:Point {id: toLower($id)}) SET n.x = $s", {"id": "A", "s": "q"}) == {"A", "q"}
     assert statement_ids("UNWIND $rows AS row MATCH (n:Point {id: row.id}) SET n.x = row.c",
                          {"rows": [{"id": "a", "c": 0.5}, {"id": "b", "c": 1.0}]}) == {"a", "b"}
     assert statement_ids("MATCH (n:Point) WHERE n.id IN $ids SET n.ep_dirty = true", {"ids": ["a"]}) == {"a"}
