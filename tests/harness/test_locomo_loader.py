@@ -129,3 +129,20 @@ def test_shipped_counts() -> None:
     assert sorted(e for p in by["conv-42"].probes for e in p.invalid_evidence) == ["D", "D10:19"]
     cats = [sum(1 for p in by["conv-30"].probes if p.category == k) for k in range(1, 6)]
     assert cats == [11, 26, 0, 44, 24]
+
+
+@pytest.mark.skipif(SHIPPED is None, reason="LoCoMo data not present (../shared/data/locomo)")
+def test_canonical_layout_of_shipped_files_loads_the_same(tmp_path: Path) -> None:
+    files = sorted(Path(SHIPPED).glob("*.json"))
+    entries = []
+    for f in files:
+        obj = json.loads(f.read_text())
+        qa = obj.pop("qa")
+        entries.append({"sample_id": f.stem, "conversation": obj, "qa": qa, "event_summary": {}})
+    canon = tmp_path / "locomo10.json"
+    canon.write_text(json.dumps(entries))
+    a = {c.sample_id: c for c in load_locomo(SHIPPED)}
+    b = {c.sample_id: c for c in load_locomo(canon)}
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k].sessions == b[k].sessions and a[k].probes == b[k].probes
