@@ -76,3 +76,20 @@ def test_history_tail_caps_at_twenty_but_summary_keeps_all(tmp_path):
     d = arm.deliver(conv.probes[0])["fractal"]
     assert d.meta["history_turns"] == 20
     assert d.dia_ids == frozenset(t.dia_id for t in turns)
+
+
+def test_forked_probe_sees_exactly_what_a_real_submit_gives_the_agent(tmp_path):
+    import re
+
+    conv, arm = _arm(tmp_path)
+    probe = conv.probes[1]
+    forked = arm.deliver(probe)["fractal"].text
+    arm.agent.calls.clear()
+    arm.runtime.submit_sync(probe.question)  # the real thing (it saves and keeps the turn: done last)
+    real = arm.agent.calls[-1].model_visible_text()
+
+    def norm(text: str) -> str:
+        text = re.sub(r"turn-[0-9a-f]{32}", "turn-ID", text)
+        return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00", "TIME", text)
+
+    assert norm(forked) == norm(real)
