@@ -393,8 +393,10 @@ def readme_section(payload: dict[str, Any]) -> str:
         f"{_f(h('tortoise-eval', 'tokens_mean'), '.0f')} tokens, the best recall of any ranked arm.",
         f"- **Stored is not delivered**: every ranked arm stores every turn (stored 1.000) and delivers "
         f"{_f(min(h(r) for r in order if '@' in r))}-{_f(max(h(r) for r in order if '@' in r))} of the evidence; "
-        f"multi-hop questions (category 1) fare worst (hybrid@8 {_f(c('hybrid@8', 1))}, tortoise-eval "
-        f"{_f(c('tortoise-eval', 1))}).",
+        f"multi-hop (category 1) and open-domain (category 3) questions get the least of theirs (hybrid@8: "
+        f"{_f(c('hybrid@8', 1))} and {_f(c('hybrid@8', 3))}, tortoise-eval: {_f(c('tortoise-eval', 1))} and "
+        f"{_f(c('tortoise-eval', 3))}, against {_f(c('hybrid@8', 2))} and {_f(c('tortoise-eval', 2))} for temporal "
+        "questions).",
         f"- **Dates matter for temporal questions**: with exactly the evidence turns, the share of gold-answer "
         f"tokens present in the text falls from {_f(c('oracle', 2, 'answer_present'))} to "
         f"{_f(c('oracle-nodate', 2, 'answer_present'))} for category 2 when session dates are dropped, and from "
