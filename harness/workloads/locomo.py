@@ -13,7 +13,8 @@ Loader (``load_locomo``) mapping choices, all deliberate and counted rather than
   are ignored. A session without a date-time key keeps an empty ``date_time``. A session listed with zero turns
   is kept (it is part of the conversation's order) but a conversation with no turn at all is an error.
 - A turn's ``caption`` is its ``blip_caption`` (the generated description of a shared photo); ``img_url`` and
-  ``query`` (the image-search query) are not dialogue and are dropped.
+  ``query`` (the image-search query) are not dialogue and are dropped. A turn that only shares a photo (no
+  ``text``, a caption) keeps an empty text; a turn with neither is an error.
 - Gold answers may be numbers in the files (``2022``): they become strings. Category-5 items have
   ``adversarial_answer`` and usually no ``answer``; both are kept as given.
 - Evidence: each entry is split on ``;`` and ``,`` and stripped (conv-26 has ``"D8:6; D9:17"``). An id that names
@@ -211,14 +212,19 @@ def _parse_conversation(obj: Any, qa: Any, sample_id: str, source: Path, where: 
         for i, raw in enumerate(obj[f"session_{n}"]):
             if not isinstance(raw, dict):
                 raise _err(source, f"{where}: session_{n}[{i}] is not an object")
-            for key in ("speaker", "dia_id", "text"):
+            for key in ("speaker", "dia_id"):
                 if not isinstance(raw.get(key), str):
                     raise _err(source, f"{where}: session_{n}[{i}] has no text field '{key}'")
+            text = raw.get("text")
+            if not isinstance(text, str):
+                if not raw.get("blip_caption"):
+                    raise _err(source, f"{where}: session_{n}[{i}] has no text field 'text' (and no photo caption)")
+                text = ""
             if raw["dia_id"] in seen:
                 raise _err(source, f"{where}: dia_id {raw['dia_id']!r} appears twice")
             seen.add(raw["dia_id"])
             cap = raw.get("blip_caption")
-            turns.append(Turn(dia_id=raw["dia_id"], speaker=raw["speaker"], text=raw["text"],
+            turns.append(Turn(dia_id=raw["dia_id"], speaker=raw["speaker"], text=text,
                               caption=_str(cap) if cap else None, session=n, index_in_session=i))
         dt = obj.get(f"session_{n}_date_time")
         sessions.append(Session(index=n, date_time=_str(dt) or "", turns=turns))

@@ -24,7 +24,7 @@ def tiny_conv() -> dict:
         "session_1_date_time": "1:00 pm on 1 May, 2023",
         "session_1": [
             {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat."},
-            {"speaker": "Bob", "dia_id": "D1:2", "text": "Look!", "img_url": ["http://x"],
+            {"speaker": "Bob", "dia_id": "D1:2", "img_url": ["http://x"],
              "blip_caption": "a photo of a dog", "query": "dog"},
         ],
         "session_2_date_time": "2:00 pm on 9 May, 2023",
@@ -47,6 +47,7 @@ def test_v2_layout_and_quirks(tmp_path: Path) -> None:
     assert c.sessions[1].date_time == "2:00 pm on 9 May, 2023"
     assert [t.dia_id for t in c.turns()] == ["D1:1", "D1:2", "D2:1"]
     assert c.turns()[1].caption == "a photo of a dog" and c.turns()[0].caption is None
+    assert c.turns()[1].text == ""  # a photo-only turn keeps its caption
     p0, p1, p2 = c.probes
     assert p0.evidence == ["D1:1", "D2:1"] and p0.invalid_evidence == []
     assert p1.answer == "2023" and p1.evidence == ["D2:1"] and p1.normalised_evidence == ["D2:01"]
@@ -79,6 +80,7 @@ def test_canonical_layout_and_folder(tmp_path: Path) -> None:
     ('{"speaker_a": "A", "speaker_b": "B"}', "conversation has no turns"),
     ('{"speaker_b": "B", "session_1": []}', "speaker_a"),
     ('{"speaker_a": "A", "speaker_b": "B", "session_1": [{"speaker": "A", "text": "t"}]}', "dia_id"),
+    ('{"speaker_a": "A", "speaker_b": "B", "session_1": [{"speaker": "A", "dia_id": "D1:1"}]}', "no photo caption"),
     ('[{"sample_id": "x"}]', "entry 0"),
     ('{"speaker_a": "A", "speaker_b": "B", "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "t"}], '
      '"qa": [{"question": "q", "evidence": [3], "category": 1}]}', "evidence"),
