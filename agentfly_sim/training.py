@@ -52,6 +52,8 @@ class PairJsonlDataset:
         self.queries: list[str] = []
         self.lines: list[int] = []
         for ln, obj in iter_jsonl_strict(path):
+            if not isinstance(obj, dict):
+                raise JsonlLineError(path, ln, f"each line must be a JSON object, not {type(obj).__name__}")
             q, case, label = obj.get("query"), obj.get("case"), obj.get("truth_label")
             if q is None or case is None or label is None:
                 raise JsonlLineError(path, ln, "missing query/case/truth_label",
