@@ -17,7 +17,8 @@ A sweep is described by a YAML file (see ``benchmarks/sweeps/*.yaml``)::
     workers: 2                    # processes (local) or concurrent tasks (Ray, local cluster)
 
 Every cell is a pure function of ``{"benchmark", "seed", "config", "size"}`` (:func:`run_cell`): it builds its own
-world from the seed, runs in its own temporary directory, and returns named rows of metrics. The local executor
+world from the seed, runs in its own temporary directory with torch and BLAS pinned to one thread, and returns
+named rows of metrics. The local executor
 (a process pool) and the Ray executor therefore return identical rows for identical cells; only ``seconds`` differs.
 
 Cells per benchmark:
@@ -135,19 +136,20 @@ def size_label(size: dict[str, Any]) -> str:
 def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
     """Run one cell; ``{"cell", "rows": [{"name", metrics...}], "seconds", "pid"}``. Pure in everything but
     ``seconds`` and ``pid``."""
+    from threadpoolctl import threadpool_limits
+
     import harness  # noqa: F401  (offline environment variables)
 
     set_torch_threads(1)
     t0 = time.perf_counter()
     bench = cell["benchmark"]
-    if bench == "selectors":
-        rows = _selectors_cell(cell["seed"], cell["config"], cell["size"])
-    elif bench == "cbr-loop":
-        rows = _cbr_cell(cell["seed"], cell["config"], cell["size"])
-    elif bench == "locomo":
-        rows = _locomo_cell(cell["seed"], cell["config"], cell["size"])
-    else:
+    cells_fn = {"selectors": _selectors_cell, "cbr-loop": _cbr_cell, "locomo": _locomo_cell}
+    if bench not in cells_fn:
         raise ValueError(f"unknown benchmark {bench!r}")
+    # BLAS pinned to one thread as well: its summation order depends on the thread count, which moves near-tied
+    # scores (e.g. deep in the rankings that RRF fuses); pinned, a cell gives the same rows in any worker process.
+    with threadpool_limits(1):
+        rows = cells_fn[bench](cell["seed"], cell["config"], cell["size"])
     return {"cell": cell, "rows": rows, "seconds": time.perf_counter() - t0, "pid": os.getpid()}
 
 
