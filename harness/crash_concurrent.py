@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -95,6 +96,7 @@ def fractal_case(mode: str, n: int = 20, timeout: float = 120.0) -> dict[str, An
             .state.summary.turns]
     expected = [f"{tag}-{i}" for tag in "ab" for i in range(n)]
     stored = [m for m in msgs if m in expected]
+    shutil.rmtree(root, ignore_errors=True)
     return {"case": "fractal: two processes submitting to one session", "mode": mode,
             "hardened_option": "FractalRuntime(session_lock=True)", "acknowledged": 2 * n,
             "stored": len(set(stored)), "lost_updates": len(set(expected) - set(stored)),
@@ -132,6 +134,7 @@ def agentfly_case(mode: str, n: int = 12, timeout: float = 120.0) -> dict[str, A
     results, bad_results = _lines(root / "result" / "result_parametric.jsonl")
     cases = [b.get("case") for b in bank if b.get("case") in questions]
     res_q = [r.get("query") for r in results]
+    shutil.rmtree(root, ignore_errors=True)
     return {"case": "agentfly: two PM drivers on one bank and result file", "mode": mode,
             "hardened_option": "DriverConfig(durability='journal')", "questions": n,
             "processed": sum(k.get("processed", 0) for k in kids),
@@ -222,6 +225,7 @@ def tortoise_case(mode: str, n: int = 8, timeout: float = 180.0) -> dict[str, An
     finally:
         t.close()
     fails = writer.get("failures", []) + reader.get("failures", [])
+    shutil.rmtree(root, ignore_errors=True)
     return {"case": "tortoise: a capture writer and the per-prompt hook on one Kuzu store", "mode": mode,
             "hardened_option": "tortoise_sim.store.open_with_retry", "captures_attempted": n,
             "captures_stored": sessions, "lost_updates": n - sessions,
