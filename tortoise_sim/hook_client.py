@@ -211,7 +211,7 @@ class _LazyReadStore:
             from tortoise_sim.store import TortoiseStore
 
             self._store = TortoiseStore(self._path, encoder=_LazyLightEncoder(light_encoder), seed=None,
-                                        read_only=True, buffer_pool_size=256 << 20)
+                                        read_only=True)
         return self._store
 
     def __getattr__(self, name: str) -> Any:
