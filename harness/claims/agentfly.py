@@ -16,6 +16,7 @@ from agentfly_sim.testing import ScoreFunctionRetriever, rank_by_index
 from agentfly_sim.workspace import WorkspaceTools
 from harness.claims import ClaimContext, Observation, claim
 from harness.claims.agentfly_common import (
+    np_layout,
     np_rows,
     offline_agents,
     plain_agents,
@@ -187,9 +188,7 @@ def agf_04(ctx: ClaimContext) -> Observation:
 @claim("AGF-05", design=D, record="MEM-OBJ-dummy-memo", kind="mechanism",
        statement="The NP loader skips malformed lines, which shifts later indices, and has a two-key fallback")
 def agf_05(ctx: ClaimContext) -> Observation:
-    set_threads()
-    root = ctx.tmp_path / "np"
-    client = upstream_layout(root, dataset_rows=questions(1))
+    root, client = np_layout(ctx.tmp_path, questions(1))
     bank = root / "memory/dummy_memo.jsonl"
     lines = [json.dumps(np_rows([0])[0]), "{bad", json.dumps({"question": "Q3", "reward": 1}),
              json.dumps(np_rows([1], prefix="Later row")[0])]
@@ -214,9 +213,7 @@ def agf_05(ctx: ClaimContext) -> Observation:
 @claim("AGF-06", design=D, record="MEM-OBJ-dummy-memo", kind="mechanism",
        statement="The case write needs a creatable parent directory, and it happens after the result write")
 def agf_06(ctx: ClaimContext) -> Observation:
-    set_threads()
-    root = ctx.tmp_path / "np"
-    client = upstream_layout(root, dataset_rows=questions(3))
+    root, client = np_layout(ctx.tmp_path, questions(3))
     bank = write_rows(client / "memo.jsonl", np_rows([1, 0]))
     before = bank.read_text()
     cfg = DriverConfig(memory_jsonl_path="memo.jsonl")
@@ -432,11 +429,9 @@ def agf_12(ctx: ClaimContext) -> Observation:
        statement="NP ranks bank questions by pooler-output cosine, recomputed for every query; a missing reward "
                  "counts as negative")
 def agf_13(ctx: ClaimContext) -> Observation:
-    set_threads()
     from agentfly_sim.embedding import NpSelector
 
-    root = ctx.tmp_path / "np"
-    client = upstream_layout(root, dataset_rows=questions(2, prefix="Which city hosts landmark"))
+    root, client = np_layout(ctx.tmp_path, questions(2, prefix="Which city hosts landmark"))
     rows = np_rows([1, 0, 1, 0, 1, 0, 1, 0, None])
     bank = write_rows(root / "memory/dummy_memo.jsonl", rows)
     sel = NpSelector()
@@ -469,9 +464,7 @@ def agf_13(ctx: ClaimContext) -> Observation:
 @claim("AGF-14", design=D, record="MEM-RTE-embedding-examples", kind="mechanism",
        statement="The CUDA binding comes before the fallback; a device mismatch drops examples silently")
 def agf_14(ctx: ClaimContext) -> Observation:
-    set_threads()
-    root = ctx.tmp_path / "np"
-    client = upstream_layout(root, dataset_rows=questions(1))
+    root, client = np_layout(ctx.tmp_path, questions(1))
     write_rows(root / "memory/dummy_memo.jsonl", np_rows([1, 0, 1]))
     a = plain_agents(seed=ctx.seed)
     try:
@@ -640,10 +633,8 @@ def agf_18(ctx: ClaimContext) -> Observation:
        statement="NP resets history per query and caps it at 50 FIFO entries, evicting the question, then the "
                  "examples")
 def agf_19(ctx: ClaimContext) -> Observation:
-    set_threads()
-    root = ctx.tmp_path / "np"
     qs = questions(2)
-    client = upstream_layout(root, dataset_rows=qs)
+    root, client = np_layout(ctx.tmp_path, qs)
     write_rows(root / "memory/dummy_memo.jsonl", np_rows([1, 0]))
     big = json.dumps({"plan": [{"id": j, "description": f"sub-task {j}"} for j in range(1, 25)]})
     planner = ScriptedPlanner(scripts={qs[0]["question"]: [big, big, "FINAL ANSWER: x"]}, seed=ctx.seed)

@@ -125,6 +125,14 @@ def set_threads() -> None:
     torch.set_num_threads(1)
 
 
+def np_layout(tmp_path: Path, dataset_rows: list[dict[str, Any]]) -> tuple[Path, Path]:
+    """One torch thread, then an upstream layout under ``tmp_path/np`` with ``dataset_rows`` as the benchmark.
+    Returns ``(root, client_dir)``."""
+    set_threads()
+    root = tmp_path / "np"
+    return root, upstream_layout(root, dataset_rows=dataset_rows)
+
+
 def plan_text(*steps: str, compact: bool = True) -> str:
     plan = {"plan": [{"id": i, "description": s} for i, s in enumerate(steps, 1)]}
     return json.dumps(plan, separators=(",", ":")) if compact else json.dumps(plan)

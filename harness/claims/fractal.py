@@ -48,9 +48,7 @@ from harness.claims.fractal_common import (
 @claim("FRA-01", design=DESIGN, record="MEM-OBJ-session-summary", kind="mechanism",
        statement="The summary keeps activity only as three counts: no file/command identities, no usage.")
 def fra_01(ctx: ClaimContext) -> Observation:
-    sc = Scenario(ctx.tmp_path)
-    sc.write("a.py", "a = 1\n")
-    sc.write("b.py", "b = 2\n")
+    sc = Scenario(ctx.tmp_path, files={"a.py": "a = 1\n", "b.py": "b = 2\n"})
     rt = sc.runtime(TurnScript([Read("a.py"), Read("b.py"), Write("a.py", "a = 3\n"), Run("pytest -q")],
                                Return("Done.", ["a.py"]),
                                trace=TraceSpec(usage_main=TokenUsage(input_tokens=8200))))
@@ -116,9 +114,7 @@ def fra_03(ctx: ClaimContext) -> Observation:
 @claim("FRA-04", design=DESIGN, record="MEM-OBJ-session-history", kind="mechanism",
        statement="The detail tail is capped at 20 by recency only.")
 def fra_04(ctx: ClaimContext) -> Observation:
-    sc = Scenario(ctx.tmp_path)
-    sc.write("legacy.py", "old = True\n")
-    rt = sc.runtime(TurnScript([Read("legacy.py")], Return("read it", [])))
+    rt = Scenario(ctx.tmp_path).reader("legacy.py", "old = True\n", "read it")
     lengths = []
     for i in range(1, 26):
         submit(rt, "what does legacy.py do?" if i == 25 else f"turn {i}")
@@ -186,8 +182,7 @@ def fra_06(ctx: ClaimContext) -> Observation:
        statement="Eviction is irreversible.")
 def fra_07(ctx: ClaimContext) -> Observation:
     sc = Scenario(ctx.tmp_path)
-    sc.write("first.py", "1\n")
-    rt = sc.runtime(TurnScript([Read("first.py")], Return("ok", [])))
+    rt = sc.reader("first.py", "1\n", "ok")
     for i in range(1, 22):
         submit(rt, f"turn {i}")
     first_id = rt.session.state.summary.turns[0].turn_id
@@ -369,8 +364,7 @@ def _raw(target: str, phase: str, args: list) -> dict:
 @claim("FRA-14", design=DESIGN, record="MEM-RTE-checkpoint-update", kind="mechanism",
        statement="Reads are recorded after completion, commands before execution.")
 def fra_14(ctx: ClaimContext) -> Observation:
-    sc = Scenario(ctx.tmp_path)
-    sc.write("p.py", "p\n")
+    sc = Scenario(ctx.tmp_path, files={"p.py": "p\n"})
     rt = sc.runtime(TurnScript([
         Emit(_raw("builtins.open", "before", ["x.py"])), Emit(_raw("builtins.open", "error", ["x.py"])),
         Emit(_raw("subprocess.run", "before", ["make"])), Emit(_raw("subprocess.run", "error", ["make"])),
@@ -387,8 +381,7 @@ def fra_14(ctx: ClaimContext) -> Observation:
 @claim("FRA-15", design=DESIGN, record="MEM-RTE-checkpoint-update", kind="mechanism",
        statement="Hook capture is best-effort and cannot fail a turn.")
 def fra_15(ctx: ClaimContext) -> Observation:
-    sc = Scenario(ctx.tmp_path)
-    sc.write("ok.py", "1\n")
+    sc = Scenario(ctx.tmp_path, files={"ok.py": "1\n"})
     rt = sc.runtime(TurnScript([
         Emit({"target": "subprocess.run", "phase": "before", "args": ["no-timestamp"]}),
         Emit({"target": "subprocess.run", "phase": "during", "args": ["bad-phase"], "timestamp": 0.0}),

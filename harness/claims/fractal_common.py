@@ -24,17 +24,31 @@ TURN_ID_RE = re.compile(r"turn-[0-9a-f]{32}")
 class Scenario:
     """A fresh workspace + state dir, and helpers to drive ``FractalRuntime`` with a ``ScriptedAgent``."""
 
-    def __init__(self, tmp_path: Path, name: str = "ws") -> None:
+    def __init__(self, tmp_path: Path, name: str = "ws", files: dict[str, str] | None = None) -> None:
         self.root = tmp_path
         self.ws = tmp_path / name
         self.ws.mkdir(parents=True, exist_ok=True)
         self.state = tmp_path / "state"
         self.saves: list[str] = []
+        for rel, text in (files or {}).items():
+            self.write(rel, text)
 
     def runtime(self, *scripts: TurnScript, agent: Any = None, **kwargs: Any) -> FractalRuntime:
         agent = agent if agent is not None else ScriptedAgent(scripts)
         kwargs.setdefault("fault_hook", self.saves.append)  # counts durable writes (step names)
         return FractalRuntime(self.ws, agent=agent, state_dir=self.state, **kwargs)
+
+    def submitted(self, *messages: str) -> FractalRuntime:
+        """A fresh runtime (default script) after submitting ``messages`` in order."""
+        rt = self.runtime()
+        for message in messages:
+            submit(rt, message)
+        return rt
+
+    def reader(self, rel: str, text: str, response: str) -> FractalRuntime:
+        """Write ``rel`` and return a runtime whose every turn reads it and answers ``response``."""
+        self.write(rel, text)
+        return self.runtime(TurnScript([Read(rel)], Return(response, [])))
 
     def write(self, rel: str, text: str) -> Path:
         path = self.ws / rel

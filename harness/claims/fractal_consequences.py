@@ -156,9 +156,7 @@ def fra_44(ctx: ClaimContext) -> Observation:
 @claim("FRA-45", design=DESIGN, record="MEM-RTE-session-context", kind="consequence",
        statement="The next-turn estimate keeps growing after the tail saturates.")
 def fra_45(ctx: ClaimContext) -> Observation:
-    sc = Scenario(ctx.tmp_path)
-    sc.write("a.py", "a\n")
-    sc.write("b.py", "b\n")
+    sc = Scenario(ctx.tmp_path, files={"a.py": "a\n", "b.py": "b\n"})
     rt = sc.runtime(*(fra41_script() for _ in range(60)))
     meters = {"chars4": ContextMeter("chars4"), "minilm": ContextMeter("minilm")}
     points = (10, 20, 30, 60)

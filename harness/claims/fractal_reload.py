@@ -46,9 +46,7 @@ from harness.claims.fractal_common import (
        statement="Resume needs an existing file and restores context for later submits.")
 def fra_21(ctx: ClaimContext) -> Observation:
     sc = Scenario(ctx.tmp_path)
-    rt = sc.runtime()
-    submit(rt, "remember the blue button")
-    submit(rt, "and the red one")
+    rt = sc.submitted("remember the blue button", "and the red one")
     sid = rt.session.session_id
     try:
         rt.resume("nope")
@@ -167,9 +165,7 @@ def fra_23(ctx: ClaimContext) -> Observation:
        statement="Listing is mtime navigation; `/new` withdraws without deleting.")
 def fra_24(ctx: ClaimContext) -> Observation:
     sc = Scenario(ctx.tmp_path)
-    rt = sc.runtime()
-    submit(rt, "older session first message")
-    submit(rt, "older second")
+    rt = sc.submitted("older session first message", "older second")
     old_id = rt.session.session_id
     rt.new_session()
     submit(rt, "newer session")
