@@ -343,7 +343,8 @@ def plot(res: dict[str, Any]) -> Any:
     ax.set_xticks(x, labels, fontsize=8)
     ax.set_ylabel("time (log scale; unit in the label)")
     ax.set_title("Issue 12 engines: before vs after, same run (label = speed-up)")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.set_ylim(top=max(before + after) * 8)
+    ax.legend(loc="upper left", fontsize=8, ncol=2)
     ax.grid(True, axis="y", which="both", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -377,7 +378,9 @@ def levels(res: dict[str, Any]) -> list[dict[str, Any]]:
     ]
     nb = res.get("np_bank")
     if nb:
-        out.append({"level": "NP cached >= 500x faster than NP faithful at 1,278 cases",
+        # note: on the shipped bank (real questions); cost.py measured the 410x on the synthetic world's shorter
+        # questions, where the faithful side is cheaper per query
+        out.append({"level": "NP cached >= 500x faster than NP faithful at 1,278 cases (shipped bank)",
                     "measured": f"{nb['ratio_after']:.0f}x (before {nb['ratio_before']:.0f}x; query {nb['cached_after_ms']:.1f}"
                                 f" ms vs {nb['cached_before_ms']:.1f} ms, faithful {nb['faithful_ms']:.0f} ms); "
                                 f"identical top-8 {nb['identical_top8']}",
