@@ -377,7 +377,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable | 
             rows.append(size_section(src, n, Path(td), retrieval, quick=quick, track=track,
                                      load=n == max(sizes), legacy=n == min(sizes), load_seconds=load_seconds,
                                      echo=echo))
-    payload = {"name": "serve", "meta": {"machine": machine_description(), "quick": quick, "seed": seed,
+    payload = {"name": "serve", "meta": {"machine": machine_description(), "quick": quick, "seeds": {"world": seed},
                                          "sizes": sizes, "cache_dir": str(cache_dir),
                                          "wall_s": time.perf_counter() - t_start},
                "builds": builds, "rows": rows}
@@ -525,11 +525,14 @@ def figure(p: dict[str, Any]) -> Any:
     ax.axhline(150, color="grey", ls="--", lw=1)
     ax.text(len(rows) - 0.5, 160, "150 ms", color="grey", ha="right", fontsize=8)
     ax.set_yscale("log")
+    top = max([(r.get(k) or {}).get("p95_ms") or 0 for r in rows for k in (*[s[0] for s in series],
+                                                                               "legacy_retrieval")] + [1000])
+    ax.set_ylim(top=top * 12)  # room for the legend above the bars
     ax.set_xticks(x, labels)
     ax.set_xlabel("points in the store")
     ax.set_ylabel("hook spawn -> JSON on stdout, ms (bar p50, whisker p95)")
     ax.set_title("Hook latency: cold (no service) vs warm (service)")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", ncol=2)
     ax = axes[1]
     big = max(rows, key=lambda r: r["points"])
     ld = big.get("load")
