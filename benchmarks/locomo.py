@@ -404,6 +404,6 @@ def readme_section(payload: dict[str, Any]) -> str:
         "",
         f"Run on the 2-core machine under the heavy-run lock: wall {m['wall_s'] / 60:.1f} min, peak memory "
         f"{payload['peak_rss_mb'] / 1024:.2f} GiB (levels: at most 20 min and 4 GB). Claims XD-01..XD-10 "
-        "(`memsim claims --design cross`) check these consequences on a slice of the smallest conversation.",
+        "(`memsim claims --design cross`) check these consequences on the smallest conversation (its first 8 sessions, or all of it for XD-07 and XD-08).",
     ]
     return "\n".join(lines) + "\n"
