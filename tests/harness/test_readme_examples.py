@@ -46,3 +46,26 @@ def test_replay_script_example_runs(tmp_path, monkeypatch):
     for key in ("read", "write", "safe_replace", "delete", "open", "run", "emit", "set_interrupt"):
         assert f"`{key}" in sec  # every action kind the parser knows is documented
 
+
+def test_hook_wiring_example_names_real_commands():
+    import shlex
+
+    import typer.main
+
+    from harness.cli import app
+
+    sec = _section("### All three Tortoise hooks: session start, every prompt, session end")
+    hooks = json.loads(_block(sec, "json"))["hooks"]
+    assert set(hooks) == {"SessionStart", "UserPromptSubmit", "SessionEnd"}
+    tortoise = typer.main.get_command(app).commands["tortoise"].commands
+    want = {"SessionStart": "hook-session-start", "UserPromptSubmit": "hook-volunteer",
+            "SessionEnd": "hook-session-end"}
+    for event, entries in hooks.items():
+        argv = shlex.split(entries[0]["hooks"][0]["command"])
+        assert argv[0].endswith("/memsim") and argv[1:3] == ["tortoise", want[event]], argv
+        params = {o for p in tortoise[want[event]].params for o in p.opts}
+        assert {a for a in argv[3:] if a.startswith("--")} <= params, argv
+    assert "spool-flush" in sec and "Could not set lock" in sec
+    rows = [ln for ln in sec.splitlines() if ln.startswith("| `hook-")]
+    assert len(rows) >= 7 and not re.search(r"[A-Z]{3,}_[A-Z]{3,}", sec)  # every latency cell filled in
+    assert all(re.search(r"\| \d+ ms \|", r) for r in rows if " ms " in r)
