@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -101,20 +103,20 @@ def _agreement(t: Tortoise, root: Path, mode: str, c: Check) -> dict[str, dict[s
     missing_event = sorted(pid for pid in points if pid not in added and not pid.startswith("pt_"))
     if missing_event:
         c.disagree.append(f"points without a PointAdded event: {missing_event[:3]}")
-    retracted = {k[1] for k in fk if k[0] == "PointRetracted"}
-    for pid in retracted:
-        if pid in points and points[pid]["status"] != "retracted":
-            c.disagree.append(f"PointRetracted {pid} but status {points[pid]['status']!r}")
-    superseded = {k[1] for k in fk if k[0] == "PointSuperseded"}
-    for pid in superseded:
-        if pid in points and points[pid]["status"] != "superseded":
-            c.disagree.append(f"PointSuperseded {pid} but status {points[pid]['status']!r}")
-    for pid, row in points.items():
-        if row["status"] == "retracted" and pid not in retracted:
-            c.disagree.append(f"{pid} retracted without a PointRetracted event")
-        if row["status"] == "superseded" and pid not in superseded:
-            c.disagree.append(f"{pid} superseded without a PointSuperseded event")
+    for event, status in (("PointRetracted", "retracted"), ("PointSuperseded", "superseded")):
+        _status_agreement(points, {k[1] for k in fk if k[0] == event}, event, status, c)
     return points
+
+
+def _status_agreement(points: dict[str, dict[str, Any]], emitted: set[str], event: str, status: str,
+                      c: Check) -> None:
+    """Every point named by an ``event`` feed row has ``status``, and every point with ``status`` has the event."""
+    for pid in emitted:
+        if pid in points and points[pid]["status"] != status:
+            c.disagree.append(f"{event} {pid} but status {points[pid]['status']!r}")
+    for pid, row in points.items():
+        if row["status"] == status and pid not in emitted:
+            c.disagree.append(f"{pid} {status} without a {event} event")
 
 
 def _restart(root: Path, mode: str, c: Check) -> Tortoise | None:
@@ -126,51 +128,50 @@ def _restart(root: Path, mode: str, c: Check) -> Tortoise | None:
         return None
 
 
-# ------------------------------------------------------------------------------------------------ capture
-def run_capture(root: Path, hook: Any, mode: str, acks: Acks) -> None:
-    t = _open(root, mode, hook)
-    try:
-        for sid, conv in CONVERSATIONS.items():
-            t.capture_session(conv, session_id=sid)
-            acks.append(sid)
-    finally:
-        t.close()
-
-
-def check_capture(root: Path, acks: list[str], mode: str) -> Check:
+def _restarted(root: Path, mode: str, check: Callable[[Tortoise, Check], None]) -> Check:
+    """Reopen the store as a new process would, run ``check`` on it and close it; a store that cannot reopen
+    is itself the outcome (``Check.start``)."""
     c = Check()
     t = _restart(root, mode, c)
     if t is None:
         return c
     try:
+        check(t, c)
+    finally:
+        t.close()
+    return c
+
+
+# ------------------------------------------------------------------------------------------------ capture
+def run_capture(root: Path, hook: Any, mode: str, acks: Acks) -> None:
+    with closing(_open(root, mode, hook)) as t:
+        for sid, conv in CONVERSATIONS.items():
+            t.capture_session(conv, session_id=sid)
+            acks.append(sid)
+
+
+def check_capture(root: Path, acks: list[str], mode: str) -> Check:
+    def check(t: Tortoise, c: Check) -> None:
         _agreement(t, root, mode, c)
         for sid in acks:
             n = t.store.query("MATCH (s:Session {id:$s})-[:CONTAINS]->(p:Point) WHERE p.pointKind = 'event' "
                               "RETURN count(p) AS n", {"s": sid})[0]["n"]
             if n != len(CONVERSATIONS[sid]):
                 c.lost.append(f"session {sid}: {n} of {len(CONVERSATIONS[sid])} turns")
-    finally:
-        t.close()
-    return c
+
+    return _restarted(root, mode, check)
 
 
 # ------------------------------------------------------------------------------------------------ checkpoint
 def run_checkpoint(root: Path, hook: Any, mode: str, acks: Acks) -> None:
-    t = _open(root, mode, hook)
-    try:
+    with closing(_open(root, mode, hook)) as t:
         for i, batch in enumerate(BATCHES):
             t.checkpoint(batch, agent_name="agent-a", threshold=1.0)
             acks.append(str(i))
-    finally:
-        t.close()
 
 
 def check_checkpoint(root: Path, acks: list[str], mode: str) -> Check:
-    c = Check()
-    t = _restart(root, mode, c)
-    if t is None:
-        return c
-    try:
+    def check(t: Tortoise, c: Check) -> None:
         for i, batch in enumerate(BATCHES):  # the caller retries every batch it was never told succeeded
             if str(i) not in acks:
                 t.checkpoint(batch, agent_name="agent-a", threshold=1.0)
@@ -188,41 +189,31 @@ def check_checkpoint(root: Path, acks: list[str], mode: str) -> Check:
         no_prov = [pid for pid, r in points.items() if r["kind"] == "checkpoint-item" and pid not in prov]
         if no_prov:
             c.disagree.append(f"checkpoint items without provenance: {len(no_prov)}")
-    finally:
-        t.close()
-    return c
+
+    return _restarted(root, mode, check)
 
 
 # ------------------------------------------------------------------------------------------------ diary
 def run_diary(root: Path, hook: Any, mode: str, acks: Acks) -> None:
-    t = _open(root, mode, hook)
-    try:
+    with closing(_open(root, mode, hook)) as t:
         for entry in DIARY:
             t.diary_write("agent-a", entry, topic="ops")
             acks.append(entry)
-    finally:
-        t.close()
 
 
 def check_diary(root: Path, acks: list[str], mode: str) -> Check:
-    c = Check()
-    t = _restart(root, mode, c)
-    if t is None:
-        return c
-    try:
+    def check(t: Tortoise, c: Check) -> None:
         _agreement(t, root, mode, c)
         entries = [r["content"] for r in t.diary_read("agent-a", last_n=50)]
         c.lost = [a for a in acks if a not in entries]
         c.duplicates += [f"{e!r} x{entries.count(e)}" for e in set(entries) if entries.count(e) > 1]
-    finally:
-        t.close()
-    return c
+
+    return _restarted(root, mode, check)
 
 
 # ------------------------------------------------------------------------------------------------ lifecycle
 def run_lifecycle(root: Path, hook: Any, mode: str, acks: Acks) -> None:
-    t = _open(root, mode)  # setup without the hook: only the lifecycle writes are crash points
-    try:
+    with closing(_open(root, mode)) as t:  # setup without the hook: only the lifecycle writes are crash points
         ids = [t.create_point("statement", text)["id"] for text in
                ("The cache TTL is 60 seconds", "The queue holds 10k jobs", "The queue holds 50k jobs")]
         _book(root, ids=ids)
@@ -231,31 +222,23 @@ def run_lifecycle(root: Path, hook: Any, mode: str, acks: Acks) -> None:
         acks.append(f"retract:{ids[0]}")
         t.supersede_point(ids[1], ids[2])
         acks.append(f"supersede:{ids[1]}")
-    finally:
-        t.close()
 
 
 def check_lifecycle(root: Path, acks: list[str], mode: str) -> Check:
-    c = Check()
-    t = _restart(root, mode, c)
-    if t is None:
-        return c
-    try:
+    def check(t: Tortoise, c: Check) -> None:
         points = _agreement(t, root, mode, c)
         for a in acks:
             op, pid = a.split(":", 1)
             want = "retracted" if op == "retract" else "superseded"
             if points.get(pid, {}).get("status") != want:
                 c.lost.append(f"{a} (status {points.get(pid, {}).get('status')!r})")
-    finally:
-        t.close()
-    return c
+
+    return _restarted(root, mode, check)
 
 
 # ------------------------------------------------------------------------------------------------ dream
 def run_dream(root: Path, hook: Any, mode: str, acks: Acks) -> None:
-    t = _open(root, mode)  # setup without the hook: a claim graph A -IMPL-> B -NAND-> C, all dirty
-    try:
+    with closing(_open(root, mode)) as t:  # setup without the hook: a claim graph A -IMPL-> B -NAND-> C, all dirty
         ids = {n: t.create_point("statement", f"Claim {n} of the dream graph", status="live")["id"] for n in "ABC"}
         t.set_point_baseline(ids["A"], 10, 1)
         t.set_point_baseline(ids["C"], 5, 1)
@@ -264,18 +247,12 @@ def run_dream(root: Path, hook: Any, mode: str, acks: Acks) -> None:
         t.store.faults.step = hook
         t.dream(mode="local", require_calibration=False)
         acks.append("dream")
-    finally:
-        t.close()
 
 
 def check_dream(root: Path, acks: list[str], mode: str) -> Check:
     """Restart, let the design's own replay re-dream what is still dirty (``ep_dirty`` flags), then: nothing
     stays dirty, and every claim's stored confidence equals its latest ``ConfidenceChanged`` event."""
-    c = Check()
-    t = _restart(root, mode, c)
-    if t is None:
-        return c
-    try:
+    def check(t: Tortoise, c: Check) -> None:
         t.dream(mode="local", require_calibration=False)
         _agreement(t, root, mode, c)
         claims = {r["id"]: r for r in t.store.claim_rows()}
@@ -291,9 +268,8 @@ def check_dream(root: Path, acks: list[str], mode: str) -> Check:
                 c.disagree.append(f"{cid}: stored confidence {stored} but last ConfidenceChanged {conf}")
         if "dream" in acks and not latest:
             c.lost.append("acknowledged dream left no ConfidenceChanged event")
-    finally:
-        t.close()
-    return c
+
+    return _restarted(root, mode, check)
 
 
 # ------------------------------------------------------------------------------------------------ spool
@@ -315,8 +291,7 @@ def _poster(t: Tortoise) -> Any:
 
 
 def run_spool(root: Path, hook: Any, mode: str, acks: Acks) -> None:
-    t = _open(root, mode, hook)
-    try:
+    with closing(_open(root, mode, hook)) as t:
         sp = _spool(root, hook, mode)
         sp.spool_write("s1", SPOOL_TURNS[:2], "claude", "hook", "m1")
         acks.append("write:2")
@@ -327,16 +302,10 @@ def run_spool(root: Path, hook: Any, mode: str, acks: Acks) -> None:
         counts = sp.flush_spool(_poster(t), now_ms=10**13)
         if counts["filed"]:
             acks.append("filed")
-    finally:
-        t.close()
 
 
 def check_spool(root: Path, acks: list[str], mode: str) -> Check:
-    c = Check()
-    t = _restart(root, mode, c)
-    if t is None:
-        return c
-    try:
+    def check(t: Tortoise, c: Check) -> None:
         sp = _spool(root, None, mode)
         try:  # the restart's own replay: flush what is pending
             sp.flush_spool(_poster(t), now_ms=10**13)
@@ -369,9 +338,8 @@ def check_spool(root: Path, acks: list[str], mode: str) -> Check:
                 c.duplicates.append(f"ledger rows for s2 x{len(rows)}")
             elif not rows:
                 c.disagree.append("s2 quarantined without a ledger row")
-    finally:
-        t.close()
-    return c
+
+    return _restarted(root, mode, check)
 
 
 def scenarios() -> list[Scenario]:
