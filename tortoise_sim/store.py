@@ -610,10 +610,11 @@ class TortoiseStore:
         return contextlib.nullcontext()
 
     def _feed_row(self, type_: str, payload: dict[str, Any], ts: str) -> int:
+        """Append one GraphEvent feed row (its own transaction, or the caller's); returns its ``seq``."""
         self.fault("event.feed")
         eid = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
         while self.query("MATCH (e:GraphEvent {event_id:$e}) RETURN e.seq AS s", {"e": eid}):
-            eid = uuid.uuid4().hex
+            eid = uuid.uuid4().hex  # another process with the same seed wrote this id already
         with self.transaction():
             rows = self.query(
                 "MATCH (m:GraphEventMeta {key:'feed'}) SET m.last_seq = m.last_seq + 1, "
@@ -706,21 +707,7 @@ class TortoiseStore:
         try:
             if type_ in self.faults.fail_graph_feed:
                 raise FaultInjected(f"graph feed {type_}")
-            self.fault("event.feed")
-            eid = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
-            while self.query("MATCH (e:GraphEvent {event_id:$e}) RETURN e.seq AS s", {"e": eid}):
-                eid = uuid.uuid4().hex  # another process with the same seed wrote this id already
-            with self.transaction():
-                rows = self.query(
-                    "MATCH (m:GraphEventMeta {key:'feed'}) SET m.last_seq = m.last_seq + 1, "
-                    "m.first_seq = CASE WHEN m.first_seq = 0 THEN m.last_seq + 1 ELSE m.first_seq END "
-                    "RETURN m.last_seq AS seq"
-                )
-                self.execute(
-                    "CREATE (e:GraphEvent {event_id:$eid, seq:$seq, ts:$ts, type:$type, payload:$payload})",
-                    {"eid": eid, "seq": rows[0]["seq"], "ts": ts, "type": type_,
-                     "payload": json.dumps(payload, sort_keys=False)},
-                )
+            self._feed_row(type_, payload, ts)
         except Exception as exc:
             self.event_failures.append(("feed", type_, repr(exc)))
             log.warning("graph feed write failed for %s: %s", type_, exc)
