@@ -200,6 +200,17 @@ def tilted_moments(
     return mu_s, nu_s, mu_t, nu_t, z
 
 
+def z_floor(z: np.ndarray, sides: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> None:
+    """§9.4 step 3, in place: where Z is below ``Z_FLOOR`` (or not finite: overflowing weights take the same
+    fallback [SIM guard]) each side's tilted moments (mu, nu) fall back to the moments of its cavity Beta(a, b)."""
+    floor = ~(z >= Z_FLOOR) | ~np.isfinite(z)
+    for mu, nu, a, b in sides:
+        cav_mu = a / (a + b)
+        cav_nu = cav_mu * (a + 1.0) / (a + b + 1.0)
+        mu[:] = np.where(floor, cav_mu, mu)
+        nu[:] = np.where(floor, cav_nu, nu)
+
+
 def moment_match(mu: np.ndarray, nu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """§9.4 step 4, element-wise."""
     v = np.maximum(nu - mu * mu, VAR_FLOOR)
@@ -251,14 +262,7 @@ def _solve_pairs(jobs: list[_PairJob], factors: list[Factor], n_quad: int, batch
     weight = np.array([float(factors[j.factor].weight) for j in jobs])
     mu_s, nu_s, mu_t, nu_t, z = tilted_moments(np.array(xs), np.array(ws), np.array(xt), np.array(wt), nand, weight)
     til = np.array([[j.til_s[0], j.til_s[1], j.til_t[0], j.til_t[1]] for j in jobs])
-    # Z floor (§9.4 step 3); a non-finite Z (overflowing weights) takes the same fallback [SIM guard].
-    floor = ~(z >= Z_FLOOR) | ~np.isfinite(z)
-    for mu, nu, a_col, b_col in ((mu_s, nu_s, 0, 1), (mu_t, nu_t, 2, 3)):
-        a_t, b_t = til[:, a_col], til[:, b_col]
-        cav_mu = a_t / (a_t + b_t)
-        cav_nu = cav_mu * (a_t + 1.0) / (a_t + b_t + 1.0)
-        mu[:] = np.where(floor, cav_mu, mu)
-        nu[:] = np.where(floor, cav_nu, nu)
+    z_floor(z, ((mu_s, nu_s, til[:, 0], til[:, 1]), (mu_t, nu_t, til[:, 2], til[:, 3])))
     a_s, b_s = moment_match(mu_s, nu_s)
     a_t, b_t = moment_match(mu_t, nu_t)
     out = []
@@ -669,13 +673,7 @@ def _run_ep_batched(fg: FactorGraph, *, damping: float, n_quad: int, max_iter: i
             x1, w1 = gauss_jacobi_batch(til_s[:, 0], til_s[:, 1], n_quad, rules)
             x2, w2 = gauss_jacobi_batch(til_t[:, 0], til_t[:, 1], n_quad, rules)
             mu_s, nu_s, mu_t, nu_t, z = tilted_moments(x1, w1, x2, w2, f_nand[jf], f_weight[jf])
-            floor = ~(z >= Z_FLOOR) | ~np.isfinite(z)
-            for mu, nu, til in ((mu_s, nu_s, til_s), (mu_t, nu_t, til_t)):
-                a_t, b_t = til[:, 0], til[:, 1]
-                cav_mu = a_t / (a_t + b_t)
-                cav_nu = cav_mu * (a_t + 1.0) / (a_t + b_t + 1.0)
-                mu[:] = np.where(floor, cav_mu, mu)
-                nu[:] = np.where(floor, cav_nu, nu)
+            z_floor(z, ((mu_s, nu_s, til_s[:, 0], til_s[:, 1]), (mu_t, nu_t, til_t[:, 0], til_t[:, 1])))
             a_s, b_s = moment_match(mu_s, nu_s)
             a_t2, b_t2 = moment_match(mu_t, nu_t)
             r_s = np.stack([a_s - 1.0 - cav_s[:, 0], b_s - 1.0 - cav_s[:, 1]], axis=1)
