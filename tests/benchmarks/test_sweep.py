@@ -27,20 +27,22 @@ workers: 2
 """
 
 
+def _tiny(path: Path, **fields: str) -> Path:
+    """Write a two-seed, two-worker sweep config (``TINY`` filled with ``fields``) to ``path``."""
+    path.write_text(TINY.format(**fields), encoding="utf-8")
+    return path
+
+
 def _tiny_selectors(tmp: Path) -> Path:
-    p = tmp / "sel.yaml"
-    p.write_text(TINY.format(bench="selectors", size="{n_cases: 60, n_queries: 6}",
-                             configs="[{selectors: [oracle, bm25, recency, random]}]", metric="P@8",
-                             compare='[["BM25 (bm25s)", "random"]]'), encoding="utf-8")
-    return p
+    return _tiny(tmp / "sel.yaml", bench="selectors", size="{n_cases: 60, n_queries: 6}",
+                 configs="[{selectors: [oracle, bm25, recency, random]}]", metric="P@8",
+                 compare='[["BM25 (bm25s)", "random"]]')
 
 
 def _tiny_cbr(tmp: Path) -> Path:
-    p = tmp / "cbr.yaml"
-    p.write_text(TINY.format(bench="cbr-loop", size="{rounds: 2, per_round: 4}",
-                             configs="[{arm: none, k: 8}, {arm: oracle, k: 2}]", metric="mean_accuracy",
-                             compare='[["oracle K=2", "no memory K=8"]]'), encoding="utf-8")
-    return p
+    return _tiny(tmp / "cbr.yaml", bench="cbr-loop", size="{rounds: 2, per_round: 4}",
+                 configs="[{arm: none, k: 8}, {arm: oracle, k: 2}]", metric="mean_accuracy",
+                 compare='[["oracle K=2", "no memory K=8"]]')
 
 
 def test_config_errors_name_the_file(tmp_path: Path) -> None:
