@@ -34,6 +34,25 @@ def _assert_same(store, queries, limits=(1, 3, 10, 40)):
                 assert vars(a[1]) == vars(b[1])
 
 
+def _edit_point(sim, rng, op, pid) -> bool:
+    """Apply ``op`` to point ``pid`` when it is one of the single-point edits both random walks share (retract,
+    content, null_emb, status, outdated); False when it is not one of them."""
+    store = sim.store
+    if op == "retract":
+        sim.retract_point(pid)
+    elif op == "content":
+        sim.update_point(pid, content=_text(rng))
+    elif op == "null_emb":
+        store.set_point_props(pid, {"embedding": None})
+    elif op == "status":
+        store.set_point_props(pid, {"status": rng.choice(["archived", "deprecated", None, "live"])})
+    elif op == "outdated":
+        store.set_point_props(pid, {"outdated": rng.choice([True, False, None])})
+    else:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_cached_search_equals_scan_over_random_mutations(seed):
     rng = random.Random(seed)
@@ -51,21 +70,13 @@ def test_cached_search_equals_scan_over_random_mutations(seed):
         live = [i for i in ids if (store.get_point(i) or {}).get("status") in ("draft", "live")]
         pid = rng.choice(live)
         before = store.write_seq
-        if op == "retract":
-            sim.retract_point(pid)
-        elif op == "supersede":
+        if op == "supersede":
             other = rng.choice([i for i in live if i != pid])
             sim.supersede_point(pid, other)
-        elif op == "content":
-            sim.update_point(pid, content=_text(rng))
-        elif op == "null_emb":
-            store.set_point_props(pid, {"embedding": None})
-        elif op == "status":
-            store.set_point_props(pid, {"status": rng.choice(["archived", "deprecated", None, "live"])})
-        elif op == "outdated":
-            store.set_point_props(pid, {"outdated": rng.choice([True, False, None])})
-        else:
+        elif op == "new":
             ids.append(sim.create_point("statement", _text(rng))["id"])
+        else:
+            _edit_point(sim, rng, op, pid)
         assert store.write_seq > before, op
         _assert_same(store, queries, limits=(3, 10))
 
@@ -274,18 +285,10 @@ def _incremental_ops(sim, rng, ids):
         elif op == "bulk":
             ids.extend(bulk_create_points(store, [{"kind": "statement", "content": _text(rng), "status": "live"}
                                                   for _ in range(rng.randint(1, 4))]))
-        elif op == "retract":
-            sim.retract_point(pid)
         elif op == "supersede":
             sim.supersede_point(pid, rng.choice([i for i in live if i != pid] or ids))
-        elif op == "content":
-            sim.update_point(pid, content=_text(rng))
-        elif op == "null_emb":
-            store.set_point_props(pid, {"embedding": None})
-        elif op == "status":
-            store.set_point_props(pid, {"status": rng.choice(["archived", "deprecated", None, "live"])})
-        elif op == "outdated":
-            store.set_point_props(pid, {"outdated": rng.choice([True, False, None])})
+        elif _edit_point(sim, rng, op, pid):
+            pass
         elif op == "delete":
             sim.delete_point(pid)
             ids.remove(pid)
