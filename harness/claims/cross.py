@@ -18,13 +18,14 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
-from functools import lru_cache
+from collections.abc import Callable
+from functools import lru_cache, wraps
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.claims import ClaimContext, Observation, claim
+from harness.claims import ClaimContext, Demonstrate, Observation, claim
 from harness.workloads.locomo import Conversation, find_locomo_path, load_locomo
 from harness.workloads.metrics import summarize
 
@@ -58,6 +59,18 @@ def _root() -> Path:
         _ROOT.append(Path(tempfile.mkdtemp(prefix="memsim-xd-")))
         atexit.register(shutil.rmtree, _ROOT[0], True)
     return _ROOT[0]
+
+
+def _xd(id: str, statement: str) -> Callable[[Demonstrate], Demonstrate]:
+    """Register a cross-design consequence claim; without a LoCoMo conversation it is skipped with the reason."""
+    def register(fn: Demonstrate) -> Demonstrate:
+        @wraps(fn)
+        def demonstrate(ctx: ClaimContext) -> Observation:
+            return _skip() if _conversation() is None else fn(ctx)
+
+        return claim(id, design=D, record=REC, kind="consequence", statement=statement)(demonstrate)
+
+    return register
 
 
 def _sliced(conv: Conversation, sessions: int | None) -> Conversation:
@@ -119,15 +132,12 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(float(x), 4)
 
 
-@claim("XD-01", design=D, record=REC, kind="consequence",
-       statement="Fractal delivers every turn it stores for every question (delivered = stored = all ingested "
-                 "turns), and its per-question token cost grows linearly with the conversation: a fixed prompt "
-                 "plus a constant number of delivered tokens per transcript token added (the marginal rate from 2 "
-                 "to 4 sessions and from 4 to 8 sessions agree within 15%)")
+@_xd("XD-01",
+     statement="Fractal delivers every turn it stores for every question (delivered = stored = all ingested "
+               "turns), and its per-question token cost grows linearly with the conversation: a fixed prompt "
+               "plus a constant number of delivered tokens per transcript token added (the marginal rate from 2 "
+               "to 4 sessions and from 4 to 8 sessions agree within 15%)")
 def xd_01(ctx: ClaimContext) -> Observation:
-    conv = _conversation()
-    if conv is None:
-        return _skip()
     per: dict[int, dict[str, float]] = {}
     all_delivered = True
     for s in (2, 4, 8):
@@ -151,13 +161,11 @@ def xd_01(ctx: ClaimContext) -> Observation:
         evidence=_excerpt(res8, "fractal"))
 
 
-@claim("XD-02", design=D, record=REC, kind="consequence",
-       statement="Fractal's delivered text costs more tokens per question than the plain full transcript of the "
-                 "same turns, at the same (complete) evidence recall: the design pays for its prompt, not for "
-                 "finding evidence")
+@_xd("XD-02",
+     statement="Fractal's delivered text costs more tokens per question than the plain full transcript of the "
+               "same turns, at the same (complete) evidence recall: the design pays for its prompt, not for "
+               "finding evidence")
 def xd_02(ctx: ClaimContext) -> Observation:
-    if _conversation() is None:
-        return _skip()
     res = _run(("fractal", "full"), probes=4)
     f, full = _head(res, "fractal", "tokens_mean"), _head(res, "full", "tokens_mean")
     rec_f, rec_full = _head(res, "fractal"), _head(res, "full")
@@ -168,12 +176,10 @@ def xd_02(ctx: ClaimContext) -> Observation:
         evidence=_excerpt(res, "fractal"))
 
 
-@claim("XD-03", design=D, record=REC, kind="consequence",
-       statement="AgentFly NP with its faithful pooler selector delivers fewer evidence turns than the same driver "
-                 "with mean pooling at the same K (K = 4 and 8), while both store every turn")
+@_xd("XD-03",
+     statement="AgentFly NP with its faithful pooler selector delivers fewer evidence turns than the same driver "
+               "with mean pooling at the same K (K = 4 and 8), while both store every turn")
 def xd_03(ctx: ClaimContext) -> Observation:
-    if _conversation() is None:
-        return _skip()
     res = _run(("np-pooler", "np-mean"))
     m = {f"{row}": _r(_head(res, row)) for row in ("np-pooler@4", "np-mean@4", "np-pooler@8", "np-mean@8")}
     stored = {row: _r(_head(res, row, "stored_recall")) for row in ("np-pooler@8", "np-mean@8")}
@@ -186,12 +192,10 @@ def xd_03(ctx: ClaimContext) -> Observation:
         evidence=_excerpt(res, "np-pooler@4"))
 
 
-@claim("XD-04", design=D, record=REC, kind="consequence",
-       statement="At LoCoMo size the faithful NP selector would re-embed the whole bank on every question: its "
-                 "measured recompute cost per question is larger than the cached probe's whole latency")
+@_xd("XD-04",
+     statement="At LoCoMo size the faithful NP selector would re-embed the whole bank on every question: its "
+               "measured recompute cost per question is larger than the cached probe's whole latency")
 def xd_04(ctx: ClaimContext) -> Observation:
-    if _conversation() is None:
-        return _skip()
     res = _run(("np-pooler", "np-mean"))
     recs = _recs(res, "np-pooler@8")
     meta = recs[0]["meta"]
@@ -206,13 +210,11 @@ def xd_04(ctx: ClaimContext) -> Observation:
         evidence=f"meta of np-pooler@8 for probe {recs[0]['probe']}: {meta}")
 
 
-@claim("XD-05", design=D, record=REC, kind="consequence",
-       statement="With its faithful gates Tortoise volunteers nothing for LoCoMo questions: the hook's block is "
-                 "empty (no pointer) for at least 90% of questions, so the model gets the session-start digest of "
-                 "recent points and the question; evidence recall stays below 0.2 while the store holds every turn")
+@_xd("XD-05",
+     statement="With its faithful gates Tortoise volunteers nothing for LoCoMo questions: the hook's block is "
+               "empty (no pointer) for at least 90% of questions, so the model gets the session-start digest of "
+               "recent points and the question; evidence recall stays below 0.2 while the store holds every turn")
 def xd_05(ctx: ClaimContext) -> Observation:
-    if _conversation() is None:
-        return _skip()
     res = _run(("tortoise",))
     recs = _recs(res, "tortoise-volunteer")
     empty = sum(1 for r in recs if not r["meta"].get("pointers") and not r["meta"].get("block_chars"))
@@ -230,12 +232,10 @@ def xd_05(ctx: ClaimContext) -> Observation:
         evidence=_excerpt(res, "tortoise-volunteer", 900))
 
 
-@claim("XD-06", design=D, record=REC, kind="consequence",
-       statement="Upstream Tortoise's evaluation path (search pool plus source-session expansion) delivers more "
-                 "evidence than the volunteered block, at more tokens per question")
+@_xd("XD-06",
+     statement="Upstream Tortoise's evaluation path (search pool plus source-session expansion) delivers more "
+               "evidence than the volunteered block, at more tokens per question")
 def xd_06(ctx: ClaimContext) -> Observation:
-    if _conversation() is None:
-        return _skip()
     res = _run(("tortoise",))
     rv, re_ = _head(res, "tortoise-volunteer"), _head(res, "tortoise-eval")
     tv, te = _head(res, "tortoise-volunteer", "tokens_mean"), _head(res, "tortoise-eval", "tokens_mean")
@@ -246,13 +246,11 @@ def xd_06(ctx: ClaimContext) -> Observation:
         evidence=_excerpt(res, "tortoise-eval"))
 
 
-@claim("XD-07", design=D, record=REC, kind="consequence",
-       statement="Temporal questions lose most when the delivered text drops session dates: removing the dates "
-                 "from exactly the evidence turns lowers the share of gold-answer tokens present more for "
-                 "category 2 than for any other answered category (whole conversation)")
+@_xd("XD-07",
+     statement="Temporal questions lose most when the delivered text drops session dates: removing the dates "
+               "from exactly the evidence turns lowers the share of gold-answer tokens present more for "
+               "category 2 than for any other answered category (whole conversation)")
 def xd_07(ctx: ClaimContext) -> Observation:
-    if _conversation() is None:
-        return _skip()
     res = _run(("oracle", "oracle-nodate"), sessions=None)
     by = {}
     for c in ("1", "2", "3", "4"):
@@ -268,12 +266,10 @@ def xd_07(ctx: ClaimContext) -> Observation:
         evidence=_excerpt(res, "oracle"))
 
 
-@claim("XD-08", design=D, record=REC, kind="consequence",
-       statement="Top-K retrieval reaches all the evidence of multi-hop questions (category 1) less often than of "
-                 "single-hop ones (category 4) at K = 8, for BM25, mean pooling and AgentFly NP (pooler)")
+@_xd("XD-08",
+     statement="Top-K retrieval reaches all the evidence of multi-hop questions (category 1) less often than of "
+               "single-hop ones (category 4) at K = 8, for BM25, mean pooling and AgentFly NP (pooler)")
 def xd_08(ctx: ClaimContext) -> Observation:
-    if _conversation() is None:
-        return _skip()
     res = _run(("bm25", "mean", "np-pooler"), sessions=None)  # whole conversation: enough multi-hop questions
     rows = ("bm25@8", "mean@8", "np-pooler@8")
     rates = {r: {c: _r(res["summary"][r]["by_category"].get(c, {}).get("all_evidence_rate")) for c in ("1", "4")}
@@ -286,12 +282,10 @@ def xd_08(ctx: ClaimContext) -> Observation:
         evidence=_excerpt(res, "bm25@8"))
 
 
-@claim("XD-09", design=D, record=REC, kind="consequence",
-       statement="Every design that keeps the whole conversation but ranks it (NP pooler and mean, Tortoise's two "
-                 "paths) delivers well under what it stores: evidence recall at most 0.8 of stored recall")
+@_xd("XD-09",
+     statement="Every design that keeps the whole conversation but ranks it (NP pooler and mean, Tortoise's two "
+               "paths) delivers well under what it stores: evidence recall at most 0.8 of stored recall")
 def xd_09(ctx: ClaimContext) -> Observation:
-    if _conversation() is None:
-        return _skip()
     res = _run(("np-pooler", "np-mean"))
     tres = _run(("tortoise",))
     gap = {}
@@ -303,14 +297,12 @@ def xd_09(ctx: ClaimContext) -> Observation:
         measured={"rows": gap}, evidence=_excerpt(tres, "tortoise-eval"))
 
 
-@claim("XD-10", design=D, record=REC, kind="consequence",
-       statement="AgentFly PM with its classifier trained on real relevance labels from the other conversations "
-                 "(leave-one-conversation-out; a non-faithful labelling, AGF-35) delivers fewer evidence turns than "
-                 "NP's faithful pooler ranking at the same K (4 and 8), although the classifier separates held-out "
-                 "pairs better than chance (validation AUC > 0.6)")
+@_xd("XD-10",
+     statement="AgentFly PM with its classifier trained on real relevance labels from the other conversations "
+               "(leave-one-conversation-out; a non-faithful labelling, AGF-35) delivers fewer evidence turns than "
+               "NP's faithful pooler ranking at the same K (4 and 8), although the classifier separates held-out "
+               "pairs better than chance (validation AUC > 0.6)")
 def xd_10(ctx: ClaimContext) -> Observation:
-    if _conversation() is None:
-        return _skip()
     res = _run(("pm", "np-pooler"))
     m = {row: _r(_head(res, row)) for row in ("pm@4", "np-pooler@4", "pm@8", "np-pooler@8")}
     meta = _recs(res, "pm@8")[0]["meta"]
