@@ -107,11 +107,23 @@ def _dicts(rows: list[tuple[int, Any]], rep: FileReport) -> list[tuple[int, dict
     return [(ln, o) for ln, o in rows if isinstance(o, dict)]
 
 
-def _check_pm_pool(path: Path, rep: FileReport) -> None:
+def _strict_rows(path: Path, rep: FileReport, consequence: str) -> list[tuple[int, dict[str, Any]]]:
+    """The file's JSON-object rows, for a reader that fails on a malformed line: the first one is an error
+    followed by ``consequence``."""
     rows = _dicts(_read_lines(path, rep), rep)
     if rep.facts.get("malformed_count"):
-        rep.errors.append(f"malformed JSON on line {rep.facts['malformed_lines'][0]}: the PM pool loader fails "
-                          "the whole load on one bad line (AGF-07)")
+        rep.errors.append(f"malformed JSON on line {rep.facts['malformed_lines'][0]}: {consequence}")
+    return rows
+
+
+def _error_if_empty(rep: FileReport, found: list[Any], message: str) -> None:
+    """Nothing usable in the file is an error (``message``), unless an earlier error already explains it."""
+    if not found and not rep.errors:
+        rep.errors.append(message)
+
+
+def _check_pm_pool(path: Path, rep: FileReport) -> None:
+    rows = _strict_rows(path, rep, "the PM pool loader fails the whole load on one bad line (AGF-07)")
     no_case = [ln for ln, o in rows if o.get("case") is None]
     if no_case:
         rep.errors.append(f"line {no_case[0]} has no 'case' ({len(no_case)} row(s)); the PM pool loader rejects it")
@@ -125,15 +137,11 @@ def _check_pm_pool(path: Path, rep: FileReport) -> None:
     dup = len(rows) - len({str(o.get("case")) for _, o in rows})
     if dup:
         rep.quirks.append(f"{dup} duplicate case question(s); each stays a separate case in the pool")
-    if not rows and not rep.errors:
-        rep.errors.append("empty pool: the PM loader raises 'Pool is empty'")
+    _error_if_empty(rep, rows, "empty pool: the PM loader raises 'Pool is empty'")
 
 
 def _check_training(path: Path, rep: FileReport) -> None:
-    rows = _dicts(_read_lines(path, rep), rep)
-    if rep.facts.get("malformed_count"):
-        rep.errors.append(f"malformed JSON on line {rep.facts['malformed_lines'][0]}: the trainer's reader fails "
-                          "on it")
+    rows = _strict_rows(path, rep, "the trainer's reader fails on it")
     need = ("query", "case", "truth_label")
     missing = [ln for ln, o in rows if any(k not in o for k in need)]
     if missing:
@@ -155,8 +163,7 @@ def _check_training(path: Path, rep: FileReport) -> None:
     elif by_query:
         rep.quirks.append(f"{const} of {len(by_query)} queries have a single truth_label across their cases "
                           "(AGF-09, AGF-22)")
-    if not rows and not rep.errors:
-        rep.errors.append("no training pairs")
+    _error_if_empty(rep, rows, "no training pairs")
 
 
 def _check_np_bank(path: Path, rep: FileReport) -> None:
@@ -179,8 +186,7 @@ def _check_np_bank(path: Path, rep: FileReport) -> None:
     skipped = len(items) - len(pairs)
     if skipped:
         rep.quirks.append(f"{skipped} row(s) are skipped silently by the NP pair extraction (AGF-05)")
-    if not pairs and not rep.errors:
-        rep.errors.append("no (question, plan) pair can be extracted: the NP bank is empty")
+    _error_if_empty(rep, pairs, "no (question, plan) pair can be extracted: the NP bank is empty")
 
 
 def _check_dataset(path: Path, rep: FileReport) -> None:
@@ -208,8 +214,7 @@ def _check_dataset(path: Path, rep: FileReport) -> None:
     splits = sum(1 for _, o in rows if "<|answer_split|>" in str(o.get("ground_truth", "")))
     if splits:
         rep.quirks.append(f"{splits} ground truth(s) hold several answers joined by <|answer_split|>")
-    if not rows and not rep.errors:
-        rep.errors.append("no questions")
+    _error_if_empty(rep, rows, "no questions")
 
 
 def _check_other(path: Path, rep: FileReport) -> None:
