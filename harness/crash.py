@@ -252,6 +252,25 @@ def record(scenario: Scenario, mode: str, base: Path | None = None) -> tuple[lis
         shutil.rmtree(root, ignore_errors=True)
 
 
+def clean_crash_points(scenario: Scenario, mode: str, base: Path | None = None) -> tuple[list[Event], list[CrashPoint]]:
+    """The clean run's events and its crash points; ``RuntimeError`` when the clean run fails its own checks."""
+    events, clean, _ = record(scenario, mode, base)
+    if clean.outcome != "ok":
+        raise RuntimeError(f"{scenario.sequence} ({mode}): the clean run already fails its checks: {clean}")
+    return events, crash_points(events)
+
+
+def crash_at(scenario: Scenario, mode: str, root: Path, point: CrashPoint) -> Check:
+    """Run ``scenario`` under ``root`` (an empty folder) crashing at ``point``, then its restart check. Unlike
+    :func:`explore` it keeps ``root`` and lets any other exception of the run or the check propagate."""
+    acks = Acks()
+    try:
+        scenario.run(root, CrashHook(point), mode, acks)
+    except Crash:
+        pass
+    return scenario.check(root, list(acks), mode)
+
+
 def explore(scenario: Scenario, mode: str, *, base: Path | None = None,
             progress: Callable[[int, int], None] | None = None,
             max_points: int | None = None) -> SequenceResult:
@@ -259,10 +278,7 @@ def explore(scenario: Scenario, mode: str, *, base: Path | None = None,
     if mode not in scenario.modes:
         raise ValueError(f"{scenario.sequence} has no {mode!r} mode")
     t0 = time.perf_counter()
-    events, clean, _ = record(scenario, mode, base)
-    if clean.outcome != "ok":
-        raise RuntimeError(f"{scenario.sequence} ({mode}): the clean run already fails its checks: {clean}")
-    points = crash_points(events)
+    events, points = clean_crash_points(scenario, mode, base)
     if max_points is not None:
         points = points[:max_points]
     results: list[PointResult] = []
@@ -302,6 +318,11 @@ def explore(scenario: Scenario, mode: str, *, base: Path | None = None,
 def leftover_temp_files(root: Path) -> list[str]:
     """Hardened writers' temp files (``.<name>.tmp-<pid>``) left under ``root`` by a crash."""
     return sorted(str(p.relative_to(root)) for p in root.rglob(".*.tmp-*"))
+
+
+def find_scenario(design: str, sequence: str) -> Scenario:
+    """The registered sequence named ``sequence`` of ``design`` (``StopIteration`` when there is none)."""
+    return next(s for s in all_scenarios(design) if s.sequence == sequence)
 
 
 def all_scenarios(design: str | None = None) -> list[Scenario]:

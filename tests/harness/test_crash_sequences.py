@@ -2,36 +2,23 @@
 
 from __future__ import annotations
 
-from harness.crash import Acks, Crash, CrashHook, CrashPoint, Scenario, crash_points, explore, record
-
-
-def _scenario(module: str, sequence: str) -> Scenario:
-    from importlib import import_module
-
-    return next(s for s in import_module(f"harness.crash_scenarios.{module}").scenarios() if s.sequence == sequence)
+from harness.crash import CrashPoint, Scenario, clean_crash_points, crash_at, explore, find_scenario
 
 
 def _at(sc: Scenario, mode: str, pick: list[tuple[str, str]], tmp_path) -> dict[str, object]:
     """Run ``sc`` crashing at the first crash point of each (kind, step) in ``pick``; outcome per pick."""
-    events, clean, _ = record(sc, mode)
-    assert clean.outcome == "ok"
-    points = crash_points(events)
+    _, points = clean_crash_points(sc, mode)
     out: dict[str, object] = {}
     for kind, step in pick:
         point: CrashPoint = next(p for p in points if p.kind == kind and p.step == step)
         root = tmp_path / f"{mode}-{kind}-{step}"
         root.mkdir()
-        acks = Acks()
-        try:
-            sc.run(root, CrashHook(point), mode, acks)
-        except Crash:
-            pass
-        out[f"{kind} {step}"] = sc.check(root, list(acks), mode)
+        out[f"{kind} {step}"] = crash_at(sc, mode, root, point)
     return out
 
 
 def test_agentfly_np_faithful_windows_and_journal_closes_them() -> None:
-    sc = _scenario("agentfly", "agentfly.np")
+    sc = find_scenario("agentfly", "agentfly.np")
     faithful = explore(sc, "faithful")
     after_result = [p for p in faithful.points if p.point.kind == "after" and p.point.step == "agentfly.result_write"]
     assert after_result and all(p.check.lost for p in after_result)  # AGF-38: the case is lost for good
@@ -43,7 +30,7 @@ def test_agentfly_np_faithful_windows_and_journal_closes_them() -> None:
 
 
 def test_agentfly_pm_pairs_window(tmp_path) -> None:
-    sc = _scenario("agentfly", "agentfly.pm")
+    sc = find_scenario("agentfly", "agentfly.pm")
     res = _at(sc, "faithful", [("after", "agentfly.pairs_write")], tmp_path)
     assert res["after agentfly.pairs_write"].lost  # pairs on disk, case never written, restart skips the question
     res = _at(sc, "hardened", [("after", "agentfly.pairs_write"), ("torn", "agentfly.case_write"),
@@ -52,7 +39,7 @@ def test_agentfly_pm_pairs_window(tmp_path) -> None:
 
 
 def test_tortoise_lifecycle_event_before_cas(tmp_path) -> None:
-    sc = _scenario("tortoise", "tortoise.lifecycle")
+    sc = find_scenario("tortoise", "tortoise.lifecycle")
     res = _at(sc, "faithful", [("before", "retract.cas"), ("after", "kuzu.commit")], tmp_path)
     assert any("PointRetracted" in d for d in res["before retract.cas"].disagree)  # TOR-24: event, no CAS
     res = _at(sc, "hardened", [("after", "kuzu.commit"), ("before", "event.journal"), ("torn", "event.journal")],
@@ -61,7 +48,7 @@ def test_tortoise_lifecycle_event_before_cas(tmp_path) -> None:
 
 
 def test_tortoise_capture_commit_then_feed_window(tmp_path) -> None:
-    sc = _scenario("tortoise", "tortoise.capture")
+    sc = find_scenario("tortoise", "tortoise.capture")
     res = _at(sc, "faithful", [("after", "kuzu.commit")], tmp_path)
     assert res["after kuzu.commit"].disagree  # turns committed, their PointAdded events never written
     res = _at(sc, "hardened", [("after", "kuzu.commit"), ("torn", "event.journal")], tmp_path)
