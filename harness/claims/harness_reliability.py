@@ -7,25 +7,17 @@ and reads what a user could inspect (files, rows, feed and journal). The full ta
 from __future__ import annotations
 
 import json
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 from harness.claims import ClaimContext, Observation, claim
-from harness.crash import Acks, Check, Crash, CrashHook, Scenario, crash_points, explore, record
-
-
-def _scenario(module: str, sequence: str) -> Scenario:
-    return next(s for s in import_module(f"harness.crash_scenarios.{module}").scenarios() if s.sequence == sequence)
+from harness.crash import Check, Scenario, clean_crash_points, crash_at, explore, find_scenario
 
 
 def _crash_at(sc: Scenario, mode: str, root: Path, picks: list[tuple[str, str, int]]) -> dict[str, Check]:
     """Crash ``sc`` at the n-th (0-based) crash point of each (kind, step) pick; the restart check of each."""
     root.mkdir(parents=True, exist_ok=True)
-    events, clean, _ = record(sc, mode, root)
-    if clean.outcome != "ok":
-        raise RuntimeError(f"clean run of {sc.sequence} fails its own checks: {clean}")
-    points = crash_points(events)
+    _, points = clean_crash_points(sc, mode, root)
     out: dict[str, Check] = {}
     for kind, step, nth in picks:
         matching = [p for p in points if p.kind == kind and p.step == step]
@@ -34,12 +26,7 @@ def _crash_at(sc: Scenario, mode: str, root: Path, picks: list[tuple[str, str, i
         point = matching[nth]
         run_root = root / f"{mode}-{len(out)}"
         run_root.mkdir()
-        acks = Acks()
-        try:
-            sc.run(run_root, CrashHook(point), mode, acks)
-        except Crash:
-            pass
-        out[point.label()] = sc.check(run_root, list(acks), mode)
+        out[point.label()] = crash_at(sc, mode, run_root, point)
     return out
 
 
@@ -48,14 +35,32 @@ def _summary(checks: dict[str, Check]) -> dict[str, Any]:
                     "disagree": c.disagree[:2]} for label, c in checks.items()}
 
 
-def _explore_all(sequences: list[tuple[str, str]], mode: str, root: Path) -> tuple[dict[str, Any], int, int]:
+def _explore_all(sequences: list[tuple[str, str]], mode: str, root: Path) -> Observation:
+    """Explore every crash point of ``sequences`` in ``mode``: holds when none loses, duplicates or is not ok."""
     rows, lost, bad = {}, 0, 0
     for module, seq in sequences:
-        res = explore(_scenario(module, seq), mode, base=root)
+        res = explore(find_scenario(module, seq), mode, base=root)
         rows[seq] = {"crash_points": len(res.points), "outcomes": res.counts()}
         lost += res.lost_points + res.duplicate_points
         bad += sum(1 for p in res.points if p.outcome != "ok")
-    return rows, lost, bad
+    return Observation.compare({"lost_or_duplicate_points": 0, "not_ok_points": 0},
+                               {"lost_or_duplicate_points": lost, "not_ok_points": bad},
+                               measured={"sequences": rows}, evidence=json.dumps(rows, indent=1))
+
+
+def _crash_tortoise(picks: dict[str, list[tuple[str, str, int]]], mode: str, root: Path) -> dict[str, Check]:
+    """:func:`_crash_at` over several Tortoise sequences, each in its own folder; keys ``"<sequence>: <point>"``."""
+    found: dict[str, Check] = {}
+    for seq, p in picks.items():
+        found.update({f"{seq}: {k}": c for k, c in
+                      _crash_at(find_scenario("tortoise", seq), mode, root / seq.split(".")[1], p).items()})
+    return found
+
+
+def _all_ok(checks: dict[str, Check], evidence: str) -> Observation:
+    """Holds when every check's outcome is ``ok``."""
+    bad = {k: c.outcome for k, c in checks.items() if c.outcome != "ok"}
+    return Observation.compare({"not_ok": {}}, {"not_ok": bad}, measured=_summary(checks), evidence=evidence)
 
 
 # ------------------------------------------------------------------------------------------------ Fractal
@@ -64,7 +69,7 @@ def _explore_all(sequences: list[tuple[str, str]], mode: str, root: Path) -> tup
                  "so the restart loads an empty session (every acknowledged turn lost) and the listing no longer "
                  "shows the session.")
 def rel_01(ctx: ClaimContext) -> Observation:
-    res = explore(_scenario("fractal", "fractal.submit"), "faithful", base=ctx.tmp_path)
+    res = explore(find_scenario("fractal", "fractal.submit"), "faithful", base=ctx.tmp_path)
     lost = [p for p in res.points if p.check.lost]
     hidden = [p for p in res.points if any("listing does not show" in d for d in p.check.disagree)]
     first = lost[0] if lost else None
@@ -83,11 +88,7 @@ def rel_01(ctx: ClaimContext) -> Observation:
                  "crash point of the submit and listing sequences loses or duplicates a turn, and the listing "
                  "always agrees with the session files.")
 def rel_02(ctx: ClaimContext) -> Observation:
-    rows, lost, bad = _explore_all([("fractal", "fractal.submit"), ("fractal", "fractal.listing")], "hardened",
-                                   ctx.tmp_path)
-    return Observation.compare({"lost_or_duplicate_points": 0, "not_ok_points": 0},
-                               {"lost_or_duplicate_points": lost, "not_ok_points": bad},
-                               measured={"sequences": rows}, evidence=json.dumps(rows, indent=1))
+    return _explore_all([("fractal", "fractal.submit"), ("fractal", "fractal.listing")], "hardened", ctx.tmp_path)
 
 
 # ------------------------------------------------------------------------------------------------ AgentFly
@@ -95,7 +96,7 @@ def rel_02(ctx: ClaimContext) -> Observation:
        statement="AgentFly PM: a crash right after a question's result append loses its training pairs and case "
                  "for good: restart suppression trusts the result line, so no later restart writes them.")
 def rel_03(ctx: ClaimContext) -> Observation:
-    checks = _crash_at(_scenario("agentfly", "agentfly.pm"), "faithful", ctx.tmp_path,
+    checks = _crash_at(find_scenario("agentfly", "agentfly.pm"), "faithful", ctx.tmp_path,
                        [("after", "agentfly.result_write", 1)])
     (label, c), = checks.items()
     return Observation.from_checks(
@@ -109,7 +110,7 @@ def rel_03(ctx: ClaimContext) -> Observation:
                  "re-run's record lands on the torn line, so a later restart runs it again and the bank holds "
                  "its case twice.")
 def rel_04(ctx: ClaimContext) -> Observation:
-    checks = _crash_at(_scenario("agentfly", "agentfly.np"), "faithful", ctx.tmp_path,
+    checks = _crash_at(find_scenario("agentfly", "agentfly.np"), "faithful", ctx.tmp_path,
                        [("torn", "agentfly.result_write", 1), ("torn", "agentfly.result_write", 2)])
     dup = [label for label, c in checks.items() if any("case of" in d for d in c.duplicates)]
     unparseable = [label for label, c in checks.items() if any("unparseable" in d for d in c.disagree)]
@@ -123,18 +124,14 @@ def rel_04(ctx: ClaimContext) -> Observation:
                  "idempotently at start) no crash point of the NP or PM per-question writes loses a case or pair "
                  "or duplicates one, and no unparseable line remains.")
 def rel_05(ctx: ClaimContext) -> Observation:
-    rows, lost, bad = _explore_all([("agentfly", "agentfly.np"), ("agentfly", "agentfly.pm")], "hardened",
-                                   ctx.tmp_path)
-    return Observation.compare({"lost_or_duplicate_points": 0, "not_ok_points": 0},
-                               {"lost_or_duplicate_points": lost, "not_ok_points": bad},
-                               measured={"sequences": rows}, evidence=json.dumps(rows, indent=1))
+    return _explore_all([("agentfly", "agentfly.np"), ("agentfly", "agentfly.pm")], "hardened", ctx.tmp_path)
 
 
 # ------------------------------------------------------------------------------------------------ Tortoise
-_TOR_FAITHFUL = [("tortoise.capture", ("after", "kuzu.commit", 0)),
-                 ("tortoise.checkpoint", ("before", "checkpoint.provenance", 0)),
-                 ("tortoise.lifecycle", ("before", "retract.cas", 0)),
-                 ("tortoise.diary", ("torn", "event.journal", 1))]
+_TOR_FAITHFUL = {"tortoise.capture": [("after", "kuzu.commit", 0)],
+                 "tortoise.checkpoint": [("before", "checkpoint.provenance", 0)],
+                 "tortoise.lifecycle": [("before", "retract.cas", 0)],
+                 "tortoise.diary": [("torn", "event.journal", 1)]}
 
 
 @claim("REL-06", design="harness", record="AN:emission (TOR-24, TOR-41)", kind="consequence",
@@ -143,11 +140,7 @@ _TOR_FAITHFUL = [("tortoise.capture", ("after", "kuzu.commit", 0)),
                  "for a point that is not retracted, a torn journal line), and a checkpoint retried after a crash "
                  "leaves the earlier-filed item without provenance.")
 def rel_06(ctx: ClaimContext) -> Observation:
-    found = {}
-    for seq, pick in _TOR_FAITHFUL:
-        found.update({f"{seq}: {k}": c for k, c in
-                      _crash_at(_scenario("tortoise", seq), "faithful", ctx.tmp_path / seq.split(".")[1],
-                                [pick]).items()})
+    found = _crash_tortoise(_TOR_FAITHFUL, "faithful", ctx.tmp_path)
     text = json.dumps(_summary(found))
     return Observation.from_checks(
         {"every picked crash point disagrees": all(c.disagree for c in found.values()),
@@ -167,14 +160,8 @@ def rel_07(ctx: ClaimContext) -> Observation:
              "tortoise.checkpoint": [("before", "checkpoint.provenance", 0), ("after", "kuzu.commit", 0)],
              "tortoise.lifecycle": [("before", "retract.cas", 0), ("after", "kuzu.commit", 0)],
              "tortoise.diary": [("torn", "event.journal", 1), ("before", "event.journal", 0)]}
-    found: dict[str, Check] = {}
-    for seq, p in picks.items():
-        found.update({f"{seq}: {k}": c for k, c in
-                      _crash_at(_scenario("tortoise", seq), "hardened", ctx.tmp_path / seq.split(".")[1],
-                                p).items()})
-    bad = {k: c.outcome for k, c in found.items() if c.outcome != "ok"}
-    return Observation.compare({"not_ok": {}}, {"not_ok": bad}, measured=_summary(found),
-                               evidence=json.dumps({k: c.outcome for k, c in found.items()}, indent=1))
+    found = _crash_tortoise(picks, "hardened", ctx.tmp_path)
+    return _all_ok(found, json.dumps({k: c.outcome for k, c in found.items()}, indent=1))
 
 
 # ------------------------------------------------------------------------------------------------ trainer
@@ -182,7 +169,7 @@ def rel_07(ctx: ClaimContext) -> Observation:
        statement="The retriever trainer overwrites best.pt in place: a crash while saving a new best destroys "
                  "the best checkpoint it had already reported, and the PM retriever can no longer load one.")
 def rel_08(ctx: ClaimContext) -> Observation:
-    checks = _crash_at(_scenario("agentfly", "agentfly.train"), "faithful", ctx.tmp_path,
+    checks = _crash_at(find_scenario("agentfly", "agentfly.train"), "faithful", ctx.tmp_path,
                        [("torn", "agentfly.train.best", 6)])  # 2nd best save, half its bytes
     (label, c), = checks.items()
     return Observation.from_checks({"the acknowledged best checkpoint is lost": bool(c.lost)},
@@ -193,11 +180,9 @@ def rel_08(ctx: ClaimContext) -> Observation:
        statement="With TrainConfig(atomic_checkpoints=True) a crash while saving best.pt or last.pt leaves the "
                  "previous checkpoint loadable (only a temp file remains).")
 def rel_09(ctx: ClaimContext) -> Observation:
-    checks = _crash_at(_scenario("agentfly", "agentfly.train"), "hardened", ctx.tmp_path,
+    checks = _crash_at(find_scenario("agentfly", "agentfly.train"), "hardened", ctx.tmp_path,
                        [("torn", "agentfly.train.best.tmp", 6), ("torn", "agentfly.train.last.tmp", 2)])
-    bad = {k: c.outcome for k, c in checks.items() if c.outcome != "ok"}
-    return Observation.compare({"not_ok": {}}, {"not_ok": bad}, measured=_summary(checks),
-                               evidence=json.dumps({k: [c.outcome, c.notes[:1]] for k, c in checks.items()}))
+    return _all_ok(checks, json.dumps({k: [c.outcome, c.notes[:1]] for k, c in checks.items()}))
 
 
 # ------------------------------------------------------------------------------------------------ concurrency
