@@ -361,15 +361,8 @@ class TortoiseStore:
         self._pending = []
         try:
             yield
-        except BaseException:
-            self._tx_depth = 0
-            self._pending = []
-            with contextlib.suppress(Exception):
-                self.conn.execute("ROLLBACK")
-            raise
-        try:
             self.fault(COMMIT_STEP)
-        except BaseException:
+        except BaseException:  # the body or the commit's fault hook: nothing of the transaction stays
             self._tx_depth = 0
             self._pending = []
             with contextlib.suppress(Exception):
