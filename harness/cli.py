@@ -142,6 +142,7 @@ def fuzz(
         for name in chosen:
             progress.update(bar, description=f"fuzz {name}")
             results.append(run_target(name, examples, seed, specials=specials))
+            write_report(results, out, examples=examples, seed=seed)  # after every target: a killed run keeps its part
             progress.advance(bar)
     table = Table(title=f"memsim fuzz ({examples} generated inputs per target)")
     for col in ("target", "examples", "accepted", "skipped", "rejected", "crash", "partial_write", "s"):
