@@ -253,29 +253,6 @@ def _spool_dir(db: Path | None, spool_dir: Path | None) -> Path:
     return spool_dir if spool_dir is not None else db_path(db).parent / "spool"
 
 
-def transcript_turns(hook: dict[str, Any]) -> list[dict[str, str]]:
-    """Turns from a session-end hook payload: ``turns`` as given, else the text parts of a Claude Code style
-    JSONL transcript at ``transcript_path`` (lines ``{"message": {"role", "content": str | [parts]}}``)."""
-    if isinstance(hook.get("turns"), list):
-        return [{"role": str(t.get("role")), "content": str(t.get("content") or "")} for t in hook["turns"]
-                if isinstance(t, dict)]
-    path = hook.get("transcript_path")
-    if not isinstance(path, str):
-        return []
-    turns = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            msg = json.loads(line).get("message") or {}
-        except (ValueError, AttributeError):
-            continue
-        role, content = msg.get("role"), msg.get("content")
-        if isinstance(content, list):
-            content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-        if role in ("user", "assistant") and isinstance(content, str) and content.strip():
-            turns.append({"role": role, "content": content})
-    return turns
-
-
 @app.command("hook-session-end")
 def hook_session_end_cmd(
     harness_name: Annotated[str, typer.Option("--harness", help="Harness name recorded in the spool.")] = "claude",
@@ -288,6 +265,7 @@ def hook_session_end_cmd(
     import socket
     import time
 
+    from tortoise_sim.hooks import transcript_turns
     from tortoise_sim.spool import Spool, local_capture_post
 
     try:
