@@ -298,8 +298,21 @@ def _dataset(path: Path) -> Any:
 _SHARED: dict[str, Any] = {}
 
 
+SHARED_SIM_USES = 100
+
+
 def _shared_sim() -> Any:
-    """One in-memory Tortoise (hashing embedder) with a few live points, shared by the Tortoise targets."""
+    """One in-memory Tortoise (hashing embedder) with a few live points, shared by the Tortoise targets.
+
+    It is built afresh every ``SHARED_SIM_USES`` calls: an in-memory Kuzu store keeps every page in its 128 MiB
+    buffer pool, which fills after about 280 captured one-turn sessions (measured), after which Kuzu answers
+    "buffer pool is full" and, in a long fuzz run, the process died in a segmentation fault inside Kuzu. The
+    fuzz targets test the loaders, not the store's capacity, so the store is renewed long before that.
+    """
+    uses = _SHARED.setdefault("uses", [0])
+    uses[0] += 1
+    if uses[0] % SHARED_SIM_USES == 0 and "sim" in _SHARED:
+        _SHARED.pop("sim").store.close()
     if "sim" not in _SHARED:
         from tortoise_sim import SimConfig, StepClock, Tortoise
 
