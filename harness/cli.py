@@ -126,6 +126,11 @@ def fuzz(
     from harness.fuzz import run_target, summarize, targets, write_report
 
     known = targets()
+    if not list_only:
+        import importlib.util
+
+        if importlib.util.find_spec("hypothesis") is None:
+            raise fail("memsim fuzz needs hypothesis, which the test extra installs: pip install -e '.[test]'")
     if list_only:
         for t in known.values():
             console.print(f"{t.name}\t{t.loader}\t{t.documented}", soft_wrap=True)
