@@ -33,7 +33,8 @@ def run(*args: str, input: str | bytes | None = None, cwd: Path | None = None): 
 
 def one_line_error(r, *needles: str) -> None:
     assert r.exit_code == 1, (r.exit_code, r.output)
-    assert "Traceback" not in r.output and r.exception is None or isinstance(r.exception, SystemExit), r.output
+    assert "Traceback" not in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1, r.output
     for n in needles:

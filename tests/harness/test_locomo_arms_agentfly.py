@@ -10,7 +10,7 @@ from agentfly_sim.embedding import NpSelector
 from agentfly_sim.prompts import PLANNER_SYSTEM
 from harness.workloads.agentfly_arm import NPArm
 from harness.workloads.arm_text import dated_line
-from harness.workloads.base import Arm, ArmContext
+from harness.workloads.base import ArmContext
 from tests.harness.locomo_arms_fixture import ALL_IDS, DATES, tiny_conversation
 
 torch.set_num_threads(1)
@@ -35,7 +35,7 @@ def np_arm(request, tmp_path_factory):
 
 def test_bank_has_one_dated_case_per_turn(np_arm):
     conv, arm = np_arm
-    assert isinstance(arm, Arm)
+    assert set(arm.deliver(conv.probes[0])) == set(arm.rows)  # one Delivery per named row (Arm protocol)
     rows = [json.loads(line) for line in arm.bank_path.read_text(encoding="utf-8").splitlines()]
     expected = [dated_line(t, s) for s in conv.sessions for t in s.turns]
     assert [r["question"] for r in rows] == expected

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 from harness.workloads.arm_text import turn_line
-from harness.workloads.base import Arm, ArmContext
+from harness.workloads.base import ArmContext
 from harness.workloads.fractal_arm import FractalArm, pair_turns, session_header
 from tests.harness.locomo_arms_fixture import ALL_IDS, DATES, tiny_conversation
 
@@ -26,7 +26,7 @@ def test_pairs_follow_speaker_changes_and_leave_leftovers():
 
 def test_session_file_holds_every_turn_as_submits(tmp_path):
     conv, arm = _arm(tmp_path)
-    assert isinstance(arm, Arm)
+    assert set(arm.deliver(conv.probes[0])) == set(arm.rows)  # one Delivery per named row (Arm protocol)
     data = json.loads(arm.session_file().read_text(encoding="utf-8"))
     turns = data["summary"]["turns"]
     assert len(turns) == 4  # six LoCoMo turns -> four submits

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.workloads.base import Arm, ArmContext
+from harness.workloads.base import ArmContext
 from harness.workloads.locomo import Conversation, Probe, Session, Turn
 from harness.workloads.tortoise_arm import TortoiseArm, turn_body
 from tests.harness.locomo_arms_fixture import ALL_IDS, DATES, tiny_conversation
@@ -26,7 +26,7 @@ def tiny(tmp_path_factory):
 
 def test_capture_stores_turns_and_one_point_per_turn(tiny):
     conv, arm = tiny
-    assert isinstance(arm, Arm)
+    assert set(arm.deliver(conv.probes[0])) == set(arm.rows)  # one Delivery per named row (Arm protocol)
     assert [c["extracted"] for c in arm.captures] == [3, 3]
     assert all(c["ok"] and c["extraction_mode"] == "scripted:turn-points" for c in arm.captures)
     rows = arm.t.store.query("MATCH (p:Point) WHERE p.content IS NOT NULL RETURN p.id AS id, p.content AS c, "
