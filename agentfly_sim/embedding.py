@@ -123,7 +123,9 @@ def _input_device(model: Any, device_str: str, cuda_available: bool | None, labe
     return None
 
 
-def _results(pairs: list[tuple[Any, ...]], sims: torch.Tensor, top_k: int) -> list[dict[str, Any]]:
+def ranked_results(pairs: list[tuple[Any, ...]], sims: torch.Tensor, top_k: int) -> list[dict[str, Any]]:
+    """The top ``top_k`` of ``sims`` over ``pairs`` as the NP selector returns them (rank, rounded score, question,
+    plan, line index), ``torch.topk`` order."""
     k = min(top_k, len(pairs))
     vals, idx = torch.topk(sims, k)
     results = []
@@ -142,7 +144,7 @@ def retrieve(task: str, pairs: list[tuple[Any, ...]], tokenizer: Any, model: Any
     dev = _input_device(model, device_str, cuda_available, model_device_label)
     keys = embed_texts([p[0] for p in pairs], tokenizer, model, max_length, input_device=dev)
     qv = embed_texts([task], tokenizer, model, max_length, input_device=dev)[0]
-    return _results(pairs, keys @ qv, top_k)
+    return ranked_results(pairs, keys @ qv, top_k)
 
 
 INDEX_BACKENDS = ("torch", "faiss")
@@ -220,7 +222,7 @@ class CachedKeyIndex:
                 return _result_rows(pairs, vals, idx)
             self.exact_fallbacks += 1
         sims = self.matrix @ qv if self.matrix is not None else torch.zeros(0)
-        return _results(pairs, sims, top_k)
+        return ranked_results(pairs, sims, top_k)
 
     def _faiss_topk(self, qv: torch.Tensor, k: int) -> tuple[list[float], list[int]] | None:
         assert self.matrix is not None

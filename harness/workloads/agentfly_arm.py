@@ -63,6 +63,7 @@ from agentfly_sim.bank import (
     write_jsonl,
 )
 from agentfly_sim.driver import DriverConfig, NPDriver, PMDriver
+from agentfly_sim.embedding import ranked_results
 from harness.workloads.arm_text import dated_line, dated_turns, ids_in_text, turn_snippets
 from harness.workloads.base import ArmContext, Delivery
 from harness.workloads.locomo import Conversation, Probe
@@ -119,13 +120,7 @@ class MeanPoolSelector:
             return []
         q = torch.from_numpy(self.encoder.encode([task]))[0]
         self.texts_embedded += 1
-        vals, idx = torch.topk(self.matrix @ q, min(top_k, len(pairs)))
-        out = []
-        for rank, (s, i) in enumerate(zip(vals.tolist(), idx.tolist(), strict=True), 1):
-            key, value, line_index = pairs[i]
-            out.append({"rank": rank, "score": round(float(s), 6), "question": key, "plan": value,
-                        "line_index": line_index})
-        return out
+        return ranked_results(pairs, self.matrix @ q, top_k)
 
 
 class _BankArm(ABC):

@@ -16,10 +16,10 @@ import torch
 from agentfly_sim.embedding import (
     CachedKeyIndex,
     _faiss_flat_ip,
-    _results,
     embed_one,
     embed_texts,
     load_np_encoder,
+    ranked_results,
 )
 
 
@@ -85,6 +85,6 @@ def test_faiss_backend_on_the_shipped_bank_equals_the_faithful_recompute(enc, da
     keys = embed_texts([p[0] for p in pairs], tok, model)
     for task in (rows[3]["case"], "Which country is the football club Deportivo Cali based in?"):
         got = fa.retrieve(task, pairs, device_str="cpu", top_k=8)
-        ref = _results(pairs, keys @ embed_texts([task], tok, model)[0], 8)
+        ref = ranked_results(pairs, keys @ embed_texts([task], tok, model)[0], 8)
         assert [r["line_index"] for r in got] == [r["line_index"] for r in ref]
         assert all(abs(x["score"] - y["score"]) <= 1e-6 for x, y in zip(got, ref, strict=True))
