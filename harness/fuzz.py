@@ -221,15 +221,20 @@ def _fractal_replay(suffix: str) -> Callable[[FuzzInput, Path], str]:
             with contextlib.redirect_stderr(err):
                 _load_script(path)
         except typer.Exit as exc:
-            line = err.getvalue().strip()
-            if exc.exit_code == 1 and line.startswith("error:") and str(path) in line and "\n" not in line:
-                return "rejected"
-            raise Crash(f"exit {exc.exit_code} with {line[:200]!r}") from None
+            return _cli_rejected(exc.exit_code, err.getvalue(), path)
         finally:
             _no_writes(before, tmp)
         return "accepted"
 
     return run
+
+
+def _cli_rejected(exit_code: int | None, stderr: str, path: Path) -> str:
+    """A CLI loader's exit: ``rejected`` when it is exit 1 with one ``error:`` line naming ``path``, else a crash."""
+    line = stderr.strip()
+    if exit_code == 1 and line.startswith("error:") and str(path) in line and "\n" not in line:
+        return "rejected"
+    raise Crash(f"exit {exit_code} with {line[:200]!r}")
 
 
 def _np_bank(inp: FuzzInput, tmp: Path) -> str:
@@ -425,10 +430,7 @@ def _tortoise_cli_input(kind: str) -> Callable[[FuzzInput, Path], str]:
             with contextlib.redirect_stderr(err):
                 data = _load_json_input(path)
         except typer.Exit as exc:
-            line = err.getvalue().strip()
-            if exc.exit_code == 1 and line.startswith("error:") and str(path) in line and "\n" not in line:
-                return "rejected"
-            raise Crash(f"exit {exc.exit_code} with {line[:200]!r}") from None
+            return _cli_rejected(exc.exit_code, err.getvalue(), path)
         sim = _shared_sim()
         try:
             if kind == "capture":
