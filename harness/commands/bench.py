@@ -184,7 +184,7 @@ def engines(
     seed: SeedOpt = 0,
     progress: ProgressOpt = True,
 ) -> None:
-    """Issue-12 engines before vs after in one run: the batched EP engine (pure run_ep on the 2,000-factor
+    """Engine speed-ups measured against the previous code in one run: the batched EP engine (pure run_ep on the 2,000-factor
     ep_scaling graph, a 10,000-factor dream pass with bulk events), the incremental search / why-block caches at
     1e5 points, the NP one-text query encode at the shipped bank's 1,278 cases and the FAISS index backend at 1e6
     cases. Writes benchmarks/results/engines.{json,md,png}."""
