@@ -24,6 +24,18 @@ Loader (``load_locomo``) mapping choices, all deliberate and counted rather than
   ``invalid_evidence``: kept out of the metrics, counted in the report. Duplicates are dropped, order kept.
 - A probe whose evidence is empty after this is kept (answer scoring can still use it) and is excluded from
   recall averages by the metrics.
+- Recorded LM outputs (``observation`` and ``session_summary``), read in both layouts: v2 files carry top-level
+  ``session_<n>_observation`` / ``session_<n>_summary`` keys; canonical entries carry them under the entry's
+  ``observation`` / ``session_summary`` objects with the same inner keys. An observation block maps each speaker
+  to a list of ``[fact, ids]``; ``ids`` is a string (possibly ``"D1:3, D1:5"``), split on ``,`` with spaces
+  stripped as LoCoMo's own retrieval code does, or a list taken as is (``Observation.ids``). Each of those ids
+  that names a turn (after the same zero/space normalisation as evidence) goes to ``Observation.evidence``; the
+  rest are counted in ``invalid_ids``, never fatal. Observations keep the file's key order (sessions, then
+  speakers, then facts), which is the unit order the paper protocol indexes. A conversation without these fields
+  still loads: ``observations`` / ``summaries`` are then ``None`` and ``recorded_unavailable()`` gives the reason
+  every arm that needs them reports.
+- ``Probe.raw_evidence`` keeps the evidence strings exactly as given (the paper protocol matches those, quirks
+  included); ``evidence`` holds the cleaned ids.
 - Duplicate ``sample_id`` across the loaded files, duplicate ``dia_id`` within a conversation, a missing path,
   non-JSON, a wrong shape, or a conversation without turns: ``LocomoDataError``, one line naming the file.
 
@@ -81,20 +93,40 @@ class Session(BaseModel):
 
 class Probe(BaseModel):
     """One QA item. ``evidence`` holds the ids that name a turn of the conversation (split on ``;``);
-    ``invalid_evidence`` the ones that name none (kept out of the metrics, counted in the report)."""
+    ``invalid_evidence`` the ones that name none (kept out of the metrics, counted in the report);
+    ``raw_evidence`` the strings exactly as the file gives them (the paper protocol matches these)."""
 
     index: int
     question: str
     answer: str | None = None
     adversarial_answer: str | None = None
     evidence: list[str] = Field(default_factory=list)
+    raw_evidence: list[str] = Field(default_factory=list)
     invalid_evidence: list[str] = Field(default_factory=list)
     normalised_evidence: list[str] = Field(default_factory=list)
     category: int
 
 
+class Observation(BaseModel):
+    """One recorded LM fact about a session (LoCoMo's ``observation`` field).
+
+    ``ids`` is the fact's tag as LoCoMo's retrieval code splits it (a string split on ``,`` with spaces
+    stripped; a list taken as is); ``evidence`` the ids among them that name a turn of the conversation
+    (normalised like probe evidence); ``invalid_ids`` the ones that name none (counted, not fatal)."""
+
+    session: int
+    speaker: str
+    text: str
+    ids: list[str]
+    evidence: list[str] = Field(default_factory=list)
+    invalid_ids: list[str] = Field(default_factory=list)
+
+
 class Conversation(BaseModel):
-    """A whole LoCoMo conversation: two speakers, sessions in order, probes asked after the last session."""
+    """A whole LoCoMo conversation: two speakers, sessions in order, probes asked after the last session.
+
+    ``observations`` (file order) and ``summaries`` (session index -> text) are the recorded LM outputs; ``None``
+    when the file has no such field (see ``recorded_unavailable``)."""
 
     sample_id: str
     speaker_a: str
@@ -102,6 +134,25 @@ class Conversation(BaseModel):
     sessions: list[Session]
     probes: list[Probe]
     source: str
+    observations: list[Observation] | None = None
+    summaries: dict[int, str] | None = None
+
+    def recorded_unavailable(self, kind: str) -> str | None:
+        """Why the recorded ``kind`` (``"observation"`` or ``"summary"``) cannot be used for this conversation,
+        or ``None`` when it can."""
+        if kind == "observation":
+            if self.observations is None:
+                return f"{self.sample_id} ({self.source}) has no 'observation' field"
+            if not self.observations:
+                return f"{self.sample_id} ({self.source}) has an empty 'observation' field"
+            return None
+        if kind == "summary":
+            if self.summaries is None:
+                return f"{self.sample_id} ({self.source}) has no 'session_summary' field"
+            if not self.summaries:
+                return f"{self.sample_id} ({self.source}) has an empty 'session_summary' field"
+            return None
+        raise ValueError(f"unknown recorded kind {kind!r} (expected 'observation' or 'summary')")
 
     def turns(self) -> list[Turn]:
         """Every turn in conversation order (sessions in order, turns in order)."""
@@ -129,6 +180,7 @@ class Conversation(BaseModel):
             "invalid_evidence": sum(len(p.invalid_evidence) for p in self.probes),
             "normalised_evidence": sum(len(p.normalised_evidence) for p in self.probes),
             "probes_without_evidence": sum(1 for p in self.probes if not p.evidence),
+            "observation_ids_naming_no_turn": sum(len(o.invalid_ids) for o in self.observations or []),
         }
 
     def sliced(self, max_sessions: int | None = None, max_probes: int | None = None,
@@ -141,7 +193,13 @@ class Conversation(BaseModel):
                   and (categories is None or p.category in categories)]
         if max_probes is not None:
             probes = probes[:max_probes]
-        return self.model_copy(update={"sessions": sessions, "probes": probes})
+        update: dict[str, Any] = {"sessions": sessions, "probes": probes}
+        if self.observations is not None:
+            nums = {s.index for s in sessions}
+            update["observations"] = [o for o in self.observations if o.session in nums]
+        if self.summaries is not None:
+            update["summaries"] = {n: t for n, t in self.summaries.items() if n in {s.index for s in sessions}}
+        return self.model_copy(update=update)
 
 
 def render_turn(turn: Turn, date_time: str | None, *, dates: bool = True) -> str:
@@ -197,7 +255,89 @@ def _str(v: Any) -> str | None:
     return str(v)
 
 
-def _parse_conversation(obj: Any, qa: Any, sample_id: str, source: Path, where: str) -> Conversation:
+_OBS_KEY = re.compile(r"^session_(\d+)_observation$")
+_SUM_KEY = re.compile(r"^session_(\d+)_summary$")
+
+
+def _canonical_ids(seen: set[str]) -> dict[str, str]:
+    canon: dict[str, str] = {}
+    for d in seen:
+        m = _DIA_ID.match(d.strip())
+        if m:
+            canon.setdefault(f"D{int(m.group(1))}:{int(m.group(2))}", d)
+    return canon
+
+
+def _match_turn(e: str, ids: set[str], canon: dict[str, str]) -> str | None:
+    """The turn id ``e`` names, exactly or after zero/space normalisation; ``None`` when it names none."""
+    if e in ids:
+        return e
+    m = _DIA_ID.match(e)
+    return canon.get(f"D{int(m.group(1))}:{int(m.group(2))}") if m else None
+
+
+def _parse_observations(block: Any, ids: set[str], canon: dict[str, str], source: Path,
+                        where: str) -> list[Observation] | None:
+    """Observations from a ``{"session_<n>_observation": {speaker: [[fact, ids], ...]}}`` mapping (file order)."""
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise _err(source, f"{where}: 'observation' must be an object, got {type(block).__name__}")
+    out: list[Observation] = []
+    for key, per_speaker in block.items():
+        m = _OBS_KEY.match(key)
+        if not m:
+            continue
+        if not isinstance(per_speaker, dict):
+            raise _err(source, f"{where}: {key} must map speakers to fact lists")
+        for speaker, facts in per_speaker.items():
+            if not isinstance(facts, list):
+                raise _err(source, f"{where}: {key}[{speaker!r}] must be a list of [fact, ids]")
+            for j, fact in enumerate(facts):
+                if (not isinstance(fact, list) or len(fact) != 2 or not isinstance(fact[0], str)
+                        or not (isinstance(fact[1], str)
+                                or (isinstance(fact[1], list) and all(isinstance(x, str) for x in fact[1])))):
+                    raise _err(source, f"{where}: {key}[{speaker!r}][{j}] is not [fact text, ids]")
+                tag = fact[1]
+                tag_ids = [x.strip() for x in tag.split(",")] if isinstance(tag, str) else list(tag)
+                good: list[str] = []
+                bad: list[str] = []
+                for e in tag_ids:
+                    target = _match_turn(e.strip(), ids, canon)
+                    if target is None:
+                        bad.append(e)
+                    elif target not in good:
+                        good.append(target)
+                out.append(Observation(session=int(m.group(1)), speaker=str(speaker), text=fact[0], ids=tag_ids,
+                                       evidence=good, invalid_ids=bad))
+    return out
+
+
+def _parse_summaries(block: Any, source: Path, where: str) -> dict[int, str] | None:
+    """Session summaries from a ``{"session_<n>_summary": text}`` mapping."""
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise _err(source, f"{where}: 'session_summary' must be an object, got {type(block).__name__}")
+    out: dict[int, str] = {}
+    for key, text in block.items():
+        m = _SUM_KEY.match(key)
+        if not m:
+            continue
+        if not isinstance(text, str):
+            raise _err(source, f"{where}: {key} must be text, got {type(text).__name__}")
+        out[int(m.group(1))] = text
+    return out
+
+
+def _v2_recorded(obj: dict[str, Any], pattern: re.Pattern[str]) -> dict[str, Any] | None:
+    """The v2 layout's top-level ``session_<n>_<kind>`` keys as one mapping; ``None`` when there are none."""
+    found = {k: v for k, v in obj.items() if pattern.match(k)}
+    return found or None
+
+
+def _parse_conversation(obj: Any, qa: Any, sample_id: str, source: Path, where: str,
+                        observation: Any = None, session_summary: Any = None) -> Conversation:
     if not isinstance(obj, dict):
         raise _err(source, f"{where}: expected a JSON object with speaker_a, speaker_b and session_<n> keys, "
                            f"got {type(obj).__name__}")
@@ -234,14 +374,16 @@ def _parse_conversation(obj: Any, qa: Any, sample_id: str, source: Path, where: 
         qa = []
     if not isinstance(qa, list):
         raise _err(source, f"{where}: 'qa' must be a list, got {type(qa).__name__}")
-    canon = {}
-    for d in seen:
-        m = _DIA_ID.match(d.strip())
-        if m:
-            canon.setdefault(f"D{int(m.group(1))}:{int(m.group(2))}", d)
+    canon = _canonical_ids(seen)
     probes = [_parse_probe(item, i, seen, canon, source, where) for i, item in enumerate(qa)]
+    if observation is None:
+        observation = _v2_recorded(obj, _OBS_KEY)
+    if session_summary is None:
+        session_summary = _v2_recorded(obj, _SUM_KEY)
     return Conversation(sample_id=sample_id, speaker_a=obj["speaker_a"], speaker_b=obj["speaker_b"],
-                        sessions=sessions, probes=probes, source=str(source))
+                        sessions=sessions, probes=probes, source=str(source),
+                        observations=_parse_observations(observation, seen, canon, source, where),
+                        summaries=_parse_summaries(session_summary, source, where))
 
 
 def _parse_probe(item: Any, i: int, ids: set[str], canon: dict[str, str], source: Path, where: str) -> Probe:
@@ -263,21 +405,18 @@ def _parse_probe(item: Any, i: int, ids: set[str], canon: dict[str, str], source
             e = part.strip()
             if not e:
                 continue
-            if e in ids:
-                target = e
-            else:
-                m = _DIA_ID.match(e)
-                target = canon.get(f"D{int(m.group(1))}:{int(m.group(2))}") if m else None
-                if target is None:
-                    if e not in bad:
-                        bad.append(e)
-                    continue
-                if e not in normed:
-                    normed.append(e)
+            target = _match_turn(e, ids, canon)
+            if target is None:
+                if e not in bad:
+                    bad.append(e)
+                continue
+            if target != e and e not in normed:
+                normed.append(e)
             if target not in good:
                 good.append(target)
     return Probe(index=i, question=item["question"], answer=_str(item.get("answer")),
-                 adversarial_answer=_str(item.get("adversarial_answer")), evidence=good, invalid_evidence=bad,
+                 adversarial_answer=_str(item.get("adversarial_answer")), evidence=good, raw_evidence=list(raw_ev),
+                 invalid_evidence=bad,
                  normalised_evidence=normed, category=int(cat))
 
 
@@ -300,12 +439,14 @@ def _load_file(path: Path) -> list[Conversation]:
             if not isinstance(entry, dict) or "conversation" not in entry:
                 raise _err(path, f"entry {j} is not an object with a 'conversation' (canonical locomo10 layout)")
             sid = _str(entry.get("sample_id")) or f"{path.stem}#{j}"
-            out.append(_parse_conversation(entry["conversation"], entry.get("qa"), sid, path, f"entry {j}"))
+            out.append(_parse_conversation(entry["conversation"], entry.get("qa"), sid, path, f"entry {j}",
+                                           entry.get("observation"), entry.get("session_summary")))
         return out
     if isinstance(data, dict):
         if "conversation" in data and isinstance(data["conversation"], dict):  # one canonical entry on its own
             sid = _str(data.get("sample_id")) or path.stem
-            return [_parse_conversation(data["conversation"], data.get("qa"), sid, path, sid)]
+            return [_parse_conversation(data["conversation"], data.get("qa"), sid, path, sid,
+                                        data.get("observation"), data.get("session_summary"))]
         return [_parse_conversation(data, data.get("qa"), path.stem, path, path.stem)]
     raise _err(path, f"expected a conversation object or a list of them, got {type(data).__name__}")
 

@@ -53,7 +53,8 @@ def test_v2_layout_and_quirks(tmp_path: Path) -> None:
     assert p1.answer == "2023" and p1.evidence == ["D2:1"] and p1.normalised_evidence == ["D2:01"]
     assert p1.invalid_evidence == ["D", "D9:9"]
     assert p2.answer is None and p2.adversarial_answer == "Tom" and p2.category == 5
-    assert c.quirk_counts() == {"invalid_evidence": 2, "normalised_evidence": 1, "probes_without_evidence": 1}
+    assert c.quirk_counts() == {"invalid_evidence": 2, "normalised_evidence": 1, "probes_without_evidence": 1,
+                                "observation_ids_naming_no_turn": 0}
     assert c.session_of("D2:1").index == 2
 
 
@@ -147,3 +148,79 @@ def test_canonical_layout_of_shipped_files_loads_the_same(tmp_path: Path) -> Non
     assert a.keys() == b.keys()
     for k in a:
         assert a[k].sessions == b[k].sessions and a[k].probes == b[k].probes
+
+
+def _recorded(conv: dict) -> tuple[dict, dict]:
+    """Observation and summary blocks for ``tiny_conv`` (string, comma-string and list tags; one id naming no
+    turn; one zero-padded id)."""
+    obs = {
+        "session_1_observation": {
+            "Ann": [["Ann adopted a cat.", "D1:1"], ["Ann and Bob talked pets.", "D1:1, D1:2"]],
+            "Bob": [["Bob shared a dog photo.", ["D1:2"]]],
+        },
+        "session_2_observation": {"Ann": [["The cat is Tom.", "D2:01"], ["Ghost fact.", "D7:7"]]},
+    }
+    summ = {"session_1_summary": "Ann adopted a cat.", "session_2_summary": "Ann named the cat Tom."}
+    return obs, summ
+
+
+def _check_recorded(c) -> None:  # type: ignore[no-untyped-def]
+    assert [o.text for o in c.observations] == ["Ann adopted a cat.", "Ann and Bob talked pets.",
+                                                 "Bob shared a dog photo.", "The cat is Tom.", "Ghost fact."]
+    assert c.observations[1].ids == ["D1:1", "D1:2"]  # comma tag split, spaces stripped
+    assert c.observations[2].ids == ["D1:2"]  # a list is taken as is
+    assert c.observations[3].ids == ["D2:01"] and c.observations[3].evidence == ["D2:1"]
+    assert c.observations[4].invalid_ids == ["D7:7"] and c.observations[4].evidence == []
+    assert [o.session for o in c.observations] == [1, 1, 1, 2, 2]
+    assert c.summaries == {1: "Ann adopted a cat.", 2: "Ann named the cat Tom."}
+    assert c.quirk_counts()["observation_ids_naming_no_turn"] == 1
+    assert c.recorded_unavailable("observation") is None and c.recorded_unavailable("summary") is None
+    assert c.probes[0].raw_evidence == ["D1:1; D2:1"] and c.probes[0].evidence == ["D1:1", "D2:1"]
+
+
+def test_recorded_outputs_v2_layout(tmp_path: Path) -> None:
+    conv = tiny_conv()
+    obs, summ = _recorded(conv)
+    conv.update(obs)
+    conv.update(summ)
+    f = tmp_path / "conv-9.json"
+    f.write_text(json.dumps(conv))
+    _check_recorded(load_locomo(f)[0])
+
+
+def test_recorded_outputs_canonical_layout(tmp_path: Path) -> None:
+    conv = tiny_conv()
+    qa = conv.pop("qa")
+    obs, summ = _recorded(conv)
+    f = tmp_path / "locomo10.json"
+    f.write_text(json.dumps([{"sample_id": "conv-9", "conversation": conv, "qa": qa, "observation": obs,
+                              "session_summary": summ}]))
+    _check_recorded(load_locomo(f)[0])
+
+
+def test_conversation_without_recorded_outputs_loads_and_says_why(tmp_path: Path) -> None:
+    f = tmp_path / "conv-9.json"
+    f.write_text(json.dumps(tiny_conv()))
+    c = load_locomo(f)[0]
+    assert c.observations is None and c.summaries is None
+    assert "no 'observation' field" in c.recorded_unavailable("observation")
+    assert "no 'session_summary' field" in c.recorded_unavailable("summary")
+    assert str(f) in c.recorded_unavailable("summary")
+
+
+def test_bad_observation_shape_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    conv = tiny_conv()
+    conv["session_1_observation"] = {"Ann": [["only text"]]}
+    f = tmp_path / "conv-9.json"
+    f.write_text(json.dumps(conv))
+    with pytest.raises(LocomoDataError, match=r"conv-9\.json.*session_1_observation"):
+        load_locomo(f)
+
+
+@pytest.mark.skipif(SHIPPED is None, reason="LoCoMo data not present")
+def test_shipped_recorded_counts() -> None:
+    convs = {c.sample_id: c for c in load_locomo(SHIPPED)}
+    if "conv-26" not in convs:
+        pytest.skip("shipped conversations not in this data path")
+    c = convs["conv-26"]
+    assert len(c.observations) == 184 and len(c.summaries) == len(c.sessions)
