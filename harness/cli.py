@@ -116,7 +116,10 @@ def fuzz(
     seed: Annotated[int, typer.Option(help="Seed of the generated input stream.")] = 0,
     specials: Annotated[bool, typer.Option("--specials/--no-specials",
                                            help="Run the fixed specials (20 MB line, directory, ...) first.")] = True,
-    out: Annotated[Path, typer.Option(help="Directory for fuzz.json and fuzz.md.")] = Path("benchmarks/results"),
+    out: Annotated[Path | None, typer.Option(help="Directory for fuzz.json and fuzz.md (default "
+                                                  "./memsim-results/fuzz, or $MEMSIM_RESULTS_DIR/fuzz).")] = None,
+    name: Annotated[str, typer.Option(
+        help="File name stem of the report: writes <name>.json and <name>.md to --out (e.g. fuzz-10k).")] = "fuzz",
     list_only: Annotated[bool, typer.Option("--list", help="List the targets and their documented outcomes.")] = False,
 ) -> None:
     """Fuzz every loader (hypothesis): Fractal session/replay files, AgentFly banks, pairs, pool and dataset, Tortoise
@@ -136,18 +139,33 @@ def fuzz(
             console.print(f"{t.name}\t{t.loader}\t{t.documented}", soft_wrap=True)
         return
     chosen = target or list(known)
-    for name in chosen:
-        if name not in known:
-            raise fail(f"unknown --target {name!r}; choose from {', '.join(known)}")
+    for tname in chosen:
+        if tname not in known:
+            raise fail(f"unknown --target {tname!r}; choose from {', '.join(known)}")
+    if not name or name in (".", "..") or any(c in name for c in "/\\") or name != name.strip():
+        raise fail(f"--name {name!r} must be a plain file name stem (no folder), e.g. fuzz-10k")
+    if out is None:
+        from harness.results_dir import default_out
+
+        out = default_out("fuzz")
+        console.print(f"writing results to {out} (the default run folder; --out to change)", soft_wrap=True)
     check_output_dir(out)
+    import shlex
+
+    from harness.fuzz import code_version
+
+    argv = ["memsim", "fuzz", *(x for t in (target or []) for x in ("--target", t)), "--examples", str(examples),
+            "--seed", str(seed), *([] if specials else ["--no-specials"]), "--out", str(out), "--name", name]
+    report = {"examples": examples, "seed": seed, "name": name, "planned": chosen, "command": shlex.join(argv),
+              "code": code_version()}  # taken once: every rewrite names the code all its targets ran on
     results = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True)) as progress:
         bar = progress.add_task("fuzz targets", total=len(chosen))
-        for name in chosen:
-            progress.update(bar, description=f"fuzz {name}")
-            results.append(run_target(name, examples, seed, specials=specials))
-            write_report(results, out, examples=examples, seed=seed)  # after every target: a killed run keeps its part
+        for tname in chosen:
+            progress.update(bar, description=f"fuzz {tname}")
+            results.append(run_target(tname, examples, seed, specials=specials))
+            write_report(results, out, **report)  # after every target: a killed run keeps its part
             progress.advance(bar)
     table = Table(title=f"memsim fuzz ({examples} generated inputs per target)")
     for col in ("target", "examples", "accepted", "skipped", "rejected", "crash", "partial_write", "s"):
@@ -158,7 +176,7 @@ def fuzz(
                                                                                "crash", "partial_write")),
                       f"{r['seconds']:.0f}")
     console.print(table)
-    for p in write_report(results, out, examples=examples, seed=seed):
+    for p in write_report(results, out, **report):
         console.print(f"wrote {p}")
     bad = summarize(results)["failing_targets"]
     if bad:

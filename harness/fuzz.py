@@ -1,4 +1,4 @@
-"""Fuzzed loaders (issue 11 item 5): one hypothesis target per loader, each ending in a documented outcome.
+"""Fuzzed loaders: one hypothesis target per loader, each ending in a documented outcome.
 
 Every target takes a :class:`FuzzInput` (file bytes, or a directory standing where the file should be), puts it where
 the loader reads it (a fresh temporary folder per example), runs the loader the way memsim's CLI does and returns one
@@ -20,7 +20,7 @@ bidi characters), deep nesting, empty and whitespace-only files; :data:`SPECIALS
 of the file, 5,000-digit numbers, 100,000-deep nesting, ...) run first for every target.
 
 ``run_target(name, examples, seed)`` runs one target and returns counts per outcome plus the first failing inputs;
-``memsim fuzz`` runs them all and writes ``benchmarks/results/fuzz.{json,md}``.
+``memsim fuzz`` runs them all and writes ``<name>.{json,md}`` (default ``fuzz``) to its output folder.
 """
 
 from __future__ import annotations
@@ -612,19 +612,53 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             "seconds": round(math.fsum(r["seconds"] for r in results), 1)}
 
 
-def write_report(results: list[dict[str, Any]], out_dir: Path, *, examples: int, seed: int) -> list[Path]:
-    """``fuzz.json`` (every count, the first failing inputs) and ``fuzz.md`` (one row per target)."""
+def code_version() -> dict[str, Any]:
+    """The git commit the run's code came from, and whether the working tree differed (``None`` outside git)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "modified": None}
+    if head.returncode != 0:
+        return {"commit": None, "modified": None}
+    return {"commit": head.stdout.strip(), "modified": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
+
+
+def write_report(results: list[dict[str, Any]], out_dir: Path, *, examples: int, seed: int, name: str = "fuzz",
+                 planned: list[str] | None = None, command: str | None = None,
+                 code: dict[str, Any] | None = None) -> list[Path]:
+    """``<name>.json`` (every count, the first failing inputs) and ``<name>.md`` (one row per target), rendered
+    from the same payload. ``planned``: every target the run was asked for (a run killed part-way says how many
+    finished); ``command``: the command line that wrote the files; ``code``: :func:`code_version` taken once at
+    the start of the run, so every rewrite names the code all its targets ran on."""
     import platform
     from datetime import UTC, datetime
 
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = summarize(results)
+    planned = planned if planned is not None else [r["target"] for r in results]
     payload = {"examples_per_target": examples, "seed": seed, "specials_per_target": len(_specials(b"{}", False)),
-               "summary": summary, "targets": results,
+               "summary": summary, "targets": results, "targets_planned": planned,
                "run": {"date_utc": datetime.now(UTC).isoformat(timespec="seconds"), "python": platform.python_version(),
-                       "platform": platform.platform()}}
-    jp = out_dir / "fuzz.json"
+                       "platform": platform.platform(), "command": command,
+                       "code": code if code is not None else code_version()}}
+    jp = out_dir / f"{name}.json"
     jp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    mp = out_dir / f"{name}.md"
+    mp.write_text(render_md(payload), encoding="utf-8")
+    return [jp, mp]
+
+
+def render_md(payload: dict[str, Any]) -> str:
+    """The md report of one fuzz payload (as :func:`write_report` writes it), every number read from it."""
+    results, summary = payload["targets"], payload["summary"]
+    examples, seed = payload["examples_per_target"], payload["seed"]
+    run = payload.get("run", {})
+    planned = payload.get("targets_planned", [r["target"] for r in results])
     head = "| target | loader | examples | " + " | ".join(OUTCOMES) + " | s |"
     rows = [head, "|" + "---|" * (len(OUTCOMES) + 4)]
     for r in results:
@@ -633,8 +667,21 @@ def write_report(results: list[dict[str, Any]], out_dir: Path, *, examples: int,
     documented = "\n".join(f"- `{r['target']}`: {r['documented']}" for r in results)
     failures = "\n".join(f"- `{r['target']}` {f['outcome']}: {f['input']} -> {f['detail']}"
                          for r in results for f in r["failures"]) or "none"
-    md = "\n\n".join([
+    code = run.get("code") or {}
+    provenance = ["One run"]
+    if run.get("command"):
+        provenance.append(f"of `{run['command']}`")
+    if code.get("commit"):
+        provenance.append(f"on commit `{code['commit'][:12]}`" + (" with local changes" if code.get("modified") else ""))
+    if run.get("date_utc"):
+        provenance.append(f"(last written {run['date_utc']})")
+    finished = len(results)
+    status = (f"All {finished} planned targets finished." if finished == len(planned) else
+              f"{finished} of {len(planned)} planned targets finished; not run: "
+              + ", ".join(f"`{t}`" for t in planned if t not in {r['target'] for r in results}) + ".")
+    return "\n\n".join([
         "# Fuzzed loaders (`memsim fuzz`)",
+        " ".join(provenance) + ". " + status,
         f"{examples} generated inputs per target (hypothesis, seed {seed}) after {payload['specials_per_target']} fixed "
         "specials (empty file, whitespace, a directory in place of the file, a 20 MB line, 100,000-deep nesting, "
         "5,000-digit integers, NaN/Infinity, invalid UTF-8, bidi/control characters, a BOM, truncation). Outcome "
@@ -645,7 +692,4 @@ def write_report(results: list[dict[str, Any]], out_dir: Path, *, examples: int,
         f"{summary['seconds']:.0f} s.",
         "Documented outcome per target (faithful skips counted in `skipped`):\n\n" + documented,
         "Failing inputs (first ten per target):\n\n" + failures,
-    ])
-    mp = out_dir / "fuzz.md"
-    mp.write_text(md + "\n", encoding="utf-8")
-    return [jp, mp]
+    ]) + "\n"

@@ -1,4 +1,4 @@
-"""Fuzzed loaders (issue 11 item 5): every target ends every input in a documented outcome (bounded example counts
+"""Fuzzed loaders: every target ends every input in a documented outcome (bounded example counts
 here; ``memsim fuzz --examples 10000`` is the long run)."""
 
 from __future__ import annotations
@@ -58,3 +58,31 @@ def test_memsim_fuzz_writes_its_report(tmp_path):
     assert "| locomo |" in (tmp_path / "fuzz.md").read_text()
     r = CliRunner().invoke(app, ["fuzz", "--target", "nope", "--out", str(tmp_path)])
     assert r.exit_code == 1 and "unknown --target" in r.output
+
+
+def test_memsim_fuzz_name_writes_a_named_report_in_one_run(tmp_path):
+    from harness.cli import app
+
+    r = CliRunner().invoke(app, ["fuzz", "--target", "locomo", "--target", "agentfly-dataset", "--examples", "3",
+                                 "--no-specials", "--out", str(tmp_path), "--name", "fuzz-tiny"])
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "fuzz.json").exists()
+    data = json.loads((tmp_path / "fuzz-tiny.json").read_text())
+    assert data["targets_planned"] == ["locomo", "agentfly-dataset"]
+    assert data["run"]["command"].endswith("--examples 3 --seed 0 --no-specials --out "
+                                           f"{tmp_path} --name fuzz-tiny")
+    md = (tmp_path / "fuzz-tiny.md").read_text()
+    assert "All 2 planned targets finished." in md and data["run"]["command"] in md
+    assert f"Total: {data['summary']['examples']} inputs" in md
+    r = CliRunner().invoke(app, ["fuzz", "--target", "locomo", "--out", str(tmp_path), "--name", "a/b"])
+    assert r.exit_code == 1 and "plain file name" in r.output
+
+
+def test_fuzz_report_of_a_run_killed_part_way_names_the_missing_targets(tmp_path):
+    from harness.fuzz import render_md, write_report
+
+    res = run_target("locomo", 2, seed=0, specials=False)
+    write_report([res], tmp_path, examples=2, seed=0, name="part", planned=["locomo", "agentfly-dataset"])
+    md = (tmp_path / "part.md").read_text()
+    assert "1 of 2 planned targets finished; not run: `agentfly-dataset`." in md
+    assert render_md(json.loads((tmp_path / "part.json").read_text())) == md
