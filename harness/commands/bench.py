@@ -1,4 +1,4 @@
-"""``memsim bench ...``: selector, CBR-loop and cost benchmarks (results under benchmarks/results/)."""
+"""``memsim bench ...``: the benchmarks (results in the ``bench`` run folder unless ``--out`` names another)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from harness.commands import fail
+from harness.commands import check_output_dir, describe_error, fail
 
-app = typer.Typer(help="Benchmarks measured side by side in one run: selectors, cbr-loop, cost. Each writes "
-                       "benchmarks/results/<name>.{json,md,png}.", no_args_is_help=True)
+app = typer.Typer(help="Benchmarks measured side by side in one run. Each writes <name>.{json,md,png} to --out "
+                       "(default ./memsim-results/bench, or $MEMSIM_RESULTS_DIR/bench); the committed results "
+                       "change only when --out names benchmarks/results.", no_args_is_help=True)
 console = Console(highlight=False)
 
-QuickOpt = Annotated[bool, typer.Option("--quick", help="Small sizes (about a minute); results go to "
-                                                        "benchmarks/results/quick unless --out is given.")]
-OutOpt = Annotated[Path | None, typer.Option("--out", help="Output directory (default benchmarks/results).")]
+QuickOpt = Annotated[bool, typer.Option("--quick", help="Small sizes (about a minute); results go to --out like "
+                                                        "a full run's.")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Output directory (default ./memsim-results/bench, or "
+                                                          "$MEMSIM_RESULTS_DIR/bench).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="World / sampling seed.")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")]
 
@@ -26,18 +28,34 @@ def _finish(paths: list[Path]) -> None:
         console.print(f"wrote {p}")
 
 
-def _run(fn, out: Path | None, quick: bool, progress: bool, **kw) -> None:  # type: ignore[no-untyped-def]
-    from benchmarks.common import default_out_dir, progress_bar
+def _out_dir(out: Path | None) -> Path:
+    """``--out`` checked before any work, or the ``bench`` run folder (announced, so a user knows where to look)."""
+    from benchmarks.common import default_out_dir
 
-    out_dir = out or default_out_dir(quick)
-    if out is None:  # say where results go before the run (--quick has its own default folder)
-        console.print(f"writing results to {out_dir}" + (" (the --quick default; --out to change)" if quick else ""),
-                      soft_wrap=True)
+    out_dir = out or default_out_dir()
+    if out is None:
+        console.print(f"writing results to {out_dir} (the default run folder; --out to change)", soft_wrap=True)
+    return check_output_dir(out_dir)
+
+
+def _say(exc: BaseException) -> str:
+    """One line for a benchmark's error, not led by the exception's class name (a file named when known)."""
+    from rich.markup import escape
+
+    if isinstance(exc, OSError):
+        return escape(describe_error(exc) if exc.filename is not None else (exc.strerror or str(exc)))
+    return escape(str(exc) or exc.__class__.__name__)
+
+
+def _run(fn, out: Path | None, quick: bool, progress: bool, **kw) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.common import progress_bar
+
+    out_dir = _out_dir(out)
     try:
         with progress_bar(progress) as track:
             paths = fn(out_dir, quick=quick, track=track, **kw)
     except (OSError, ValueError) as exc:
-        raise fail(f"{type(exc).__name__}: {exc}") from None
+        raise fail(_say(exc)) from None
     _finish(paths)
 
 
@@ -135,21 +153,19 @@ def sweep(
     """Run a grid of seeds x configurations x sizes (selectors, cbr-loop, locomo) and report the mean and a 95%
     confidence interval per row, plus paired differences; writes sweep-<name>.{json,md,png}."""
     from benchmarks import sweep as mod
-    from benchmarks.common import RESULTS_DIR, progress_bar
+    from benchmarks.common import progress_bar
 
     if executor not in ("local", "ray"):
         raise fail(f"unknown executor {executor!r}; choose local or ray")
     if address and executor != "ray":
         raise fail("--address needs --executor ray")
+    out_dir = _out_dir(out)
     try:
         with progress_bar(progress) as track:
-            paths = mod.run(config, out or RESULTS_DIR, executor=executor, address=address,  # type: ignore[arg-type]
+            paths = mod.run(config, out_dir, executor=executor, address=address,  # type: ignore[arg-type]
                             workers=workers, track=track)
     except (OSError, ValueError, ImportError) as exc:
-        from rich.markup import escape
-
-        raise fail(escape(str(exc) if isinstance(exc, ValueError | ImportError) else f"{type(exc).__name__}: {exc}")
-                   ) from None
+        raise fail(_say(exc)) from None
     for p in paths:
         console.print(f"wrote {p}", soft_wrap=True)
 
@@ -187,7 +203,7 @@ def engines(
     """Engine speed-ups measured against the previous code in one run: the batched EP engine (pure run_ep on the 2,000-factor
     ep_scaling graph, a 10,000-factor dream pass with bulk events), the incremental search / why-block caches at
     1e5 points, the NP one-text query encode at the shipped bank's 1,278 cases and the FAISS index backend at 1e6
-    cases. Writes benchmarks/results/engines.{json,md,png}."""
+    cases. Writes engines.{json,md,png} to --out."""
     from benchmarks import engines as mod
 
     def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.commands import check_output_dir, fail
+from harness.results_dir import default_out
 
 console = Console(highlight=False, stderr=True)
 DESIGNS = ("fractal", "agentfly", "tortoise")
@@ -28,11 +29,12 @@ def crash(
              "process restarts the design).")] = False,
     concurrency: Annotated[bool, typer.Option(
         help="Also run the concurrent-writer cases (two processes per design).")] = False,
-    out: Annotated[Path, typer.Option(help="Directory for crash.json and crash.md.")] = Path("benchmarks/results"),
+    out: Annotated[Path | None, typer.Option(help="Directory for crash.json and crash.md (default "
+                                                  "./memsim-results/crash, or $MEMSIM_RESULTS_DIR/crash).")] = None,
     max_points: Annotated[int | None, typer.Option(
         help="At most this many crash points per sequence and mode (a quick look; omit for the full run).")] = None,
     merge: Annotated[bool, typer.Option(
-        help="Update an existing crash.json in --out: replace the sequences, kills and concurrency cases run now, "
+        help="Update the crash.json already in --out (the same folder it writes): replace the sequences, kills and concurrency cases run now, "
              "keep the others (for re-running one sequence).")] = False,
 ) -> None:
     """Enumerate every crash point of each durable write sequence, crash there, restart from disk, check.
@@ -40,7 +42,8 @@ def crash(
     For each sequence: a clean run records the durable steps; then one run per crash point (before each step,
     after each write, torn writes keeping 0, 1, half or all but one new byte). After each crash the design
     restarts through its own loaders and the check counts lost acknowledged items, duplicates, files that
-    disagree, and restarts that fail without naming the file. Writes crash.json and crash.md to --out.
+    disagree, and restarts that fail without naming the file. Writes crash.json and crash.md to --out (default: the
+    ``crash`` run folder, ./memsim-results/crash or $MEMSIM_RESULTS_DIR/crash).
     """
     from harness.crash import all_scenarios, explore
     from harness.crash_report import build_report, merge_reports, write_report
@@ -56,6 +59,9 @@ def crash(
         if unknown:
             raise fail(f"unknown sequence {unknown[0]!r}; choose from {', '.join(sorted(known))}")
         scenarios = [s for s in scenarios if s.sequence in sequence]
+    if out is None:
+        out = default_out("crash")
+        console.print(f"writing results to {out} (the default run folder; --out to change)", soft_wrap=True)
     check_output_dir(out)
     modes = ("faithful", "hardened") if hardened else ("faithful",)
     t0 = time.perf_counter()

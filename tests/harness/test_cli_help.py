@@ -127,11 +127,13 @@ def test_writing_commands_say_what_they_wrote(tmp_path, monkeypatch):
     assert f"filed 1 checkpoint item(s) for 'checkpoint' ({filed[0]}), skipped 1 duplicate(s), in {db}" in res.stderr
 
 
-def test_bench_says_where_results_go(capsys):
-    from benchmarks.common import default_out_dir
+def test_bench_says_where_results_go(capsys, tmp_path, monkeypatch):
     from harness.commands import bench
 
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MEMSIM_RESULTS_DIR", raising=False)
     bench._run(lambda out_dir, quick, track: [], None, True, False)
-    assert f"writing results to {default_out_dir(True)} (the --quick default; --out to change)" in capsys.readouterr().out
+    printed = " ".join(capsys.readouterr().out.split())
+    assert f"writing results to {tmp_path / 'memsim-results' / 'bench'} (the default run folder" in printed
     bench._run(lambda out_dir, quick, track: [], Path("elsewhere"), True, False)
     assert "writing results" not in capsys.readouterr().out

@@ -1,0 +1,124 @@
+"""Commands that write results default to a run folder; the committed ``benchmarks/results`` stay put."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from benchmarks.common import RESULTS_DIR
+from harness.cli import app
+from harness.results_dir import RESULTS_ENV, default_out
+
+runner = CliRunner()
+
+
+def _hashes(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def clone(tmp_path, monkeypatch):
+    """A working directory laid out like a fresh clone: a copy of the committed results at benchmarks/results."""
+    import torch
+
+    torch.set_num_threads(1)
+    shutil.copytree(RESULTS_DIR, tmp_path / "benchmarks" / "results")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(RESULTS_ENV, raising=False)
+    before = (_hashes(tmp_path / "benchmarks" / "results"), _hashes(RESULTS_DIR))
+    yield tmp_path
+    assert _hashes(tmp_path / "benchmarks" / "results") == before[0], "the clone's committed results changed"
+    assert _hashes(RESULTS_DIR) == before[1], "the repository's committed results changed"
+
+
+def test_default_out_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(RESULTS_ENV, raising=False)
+    assert default_out("crash") == tmp_path / "memsim-results" / "crash"
+    monkeypatch.setenv(RESULTS_ENV, "")
+    assert default_out("fuzz") == tmp_path / "memsim-results" / "fuzz"
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path / "elsewhere"))
+    assert default_out("bench") == tmp_path / "elsewhere" / "bench"
+
+
+def test_crash_writes_to_its_run_folder(clone):
+    res = runner.invoke(app, ["crash", "--sequence", "fractal.listing", "--max-points", "1"])
+    assert res.exit_code == 0, res.output
+    run = clone / "memsim-results" / "crash"
+    assert sorted(p.name for p in run.iterdir()) == ["crash.json", "crash.md"]
+    assert f"wrote {run / 'crash.json'}" in res.output.replace("\n", "")
+    # --merge reads and rewrites the crash.json of the same folder
+    res = runner.invoke(app, ["crash", "--sequence", "fractal.submit", "--max-points", "1", "--merge"])
+    assert res.exit_code == 0, res.output
+    merged = __import__("json").loads((run / "crash.json").read_text(encoding="utf-8"))
+    assert {s["sequence"] for s in merged["sequences"]} == {"fractal.listing", "fractal.submit"}
+
+
+def test_crash_and_fuzz_follow_the_environment(clone, monkeypatch):
+    pytest.importorskip("hypothesis")
+    monkeypatch.setenv(RESULTS_ENV, str(clone / "runs"))
+    res = runner.invoke(app, ["crash", "--sequence", "fractal.listing", "--max-points", "1"])
+    assert res.exit_code == 0, res.output
+    assert (clone / "runs" / "crash" / "crash.json").is_file()
+    res = runner.invoke(app, ["fuzz", "--target", "fractal-replay-json", "--examples", "2", "--no-specials"])
+    assert res.exit_code == 0, res.output
+    assert (clone / "runs" / "fuzz" / "fuzz.json").is_file()
+    assert str(clone / "runs" / "fuzz" / "fuzz.json") in res.output.replace("\n", "")
+    assert not (clone / "memsim-results").exists()
+
+
+def test_fuzz_writes_to_its_run_folder(clone):
+    pytest.importorskip("hypothesis")
+    res = runner.invoke(app, ["fuzz", "--target", "fractal-replay-json", "--examples", "2", "--no-specials"])
+    assert res.exit_code == 0, res.output
+    assert (clone / "memsim-results" / "fuzz" / "fuzz.json").is_file()
+
+
+# every bench command, with its benchmark module's run() replaced by one that records where it was told to write
+BENCHES = {"selectors": ("selectors", []), "cbr-loop": ("cbr_loop", []), "cost": ("cost", []),
+           "locomo": ("locomo", []), "serve": ("serve", []), "engines": ("engines", []),
+           "sweep": ("sweep", ["any.yaml"])}
+
+
+@pytest.mark.parametrize("quick", [False, True])
+@pytest.mark.parametrize("bench", sorted(BENCHES))
+def test_every_bench_defaults_to_the_run_folder(clone, monkeypatch, bench, quick):
+    module, args = BENCHES[bench]
+    mod = importlib.import_module(f"benchmarks.{module}")
+    seen: list[Path] = []
+
+    def fake_run(*a, **kw):
+        out_dir = a[1] if bench == "sweep" else a[0]
+        seen.append(Path(out_dir))
+        p = Path(out_dir) / f"{bench}.json"
+        p.write_text("{}\n", encoding="utf-8")
+        return [p]
+
+    monkeypatch.setattr(mod, "run", fake_run)
+    flags = ["--quick"] if quick and bench != "sweep" else []
+    res = runner.invoke(app, ["bench", bench, *args, *flags, "--no-progress"])
+    assert res.exit_code == 0, res.output
+    run = clone / "memsim-results" / "bench"
+    assert seen == [run]
+    assert f"wrote {run / (bench + '.json')}" in res.output.replace("\n", "")
+    # --out names another folder (here the committed one of the clone, which a user may rewrite on purpose)
+    seen.clear()
+    res = runner.invoke(app, ["bench", bench, *args, *flags, "--no-progress", "--out", "mine"])
+    assert res.exit_code == 0, res.output
+    assert seen == [Path("mine")]
+
+
+def test_bench_out_that_is_a_file_fails_before_the_work(clone, monkeypatch):
+    import benchmarks.cost as mod
+
+    monkeypatch.setattr(mod, "run", lambda *a, **kw: pytest.fail("the benchmark ran"))
+    (clone / "a-file").write_text("x", encoding="utf-8")
+    res = runner.invoke(app, ["bench", "cost", "--quick", "--out", "a-file"])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == ["error: a-file: --out exists and is not a directory"]
