@@ -16,7 +16,7 @@ not built: its p50/p95 are **extrapolated** linearly in the number of points fro
 says so.
 
 ``python -m benchmarks.cost_tortoise [out_dir]`` re-measures only this section and rewrites
-``cost.{json,md,png}`` in ``out_dir`` (default ``benchmarks/results``) via ``benchmarks.cost.rerender``; the
+``cost.{json,md,png}`` in ``out_dir`` (default: the ``bench`` run folder, ./memsim-results/bench) via ``benchmarks.cost.rerender``; the
 other sections' numbers are kept as they were measured.
 """
 
@@ -199,7 +199,7 @@ def rerun(out_dir: Path, sizes: list[int] | None = None, build_budget_s: float =
 if __name__ == "__main__":
     import sys
 
-    from benchmarks.common import RESULTS_DIR
+    from benchmarks.common import default_out_dir
 
-    for p in rerun(Path(sys.argv[1]) if len(sys.argv) > 1 else RESULTS_DIR):
+    for p in rerun(Path(sys.argv[1]) if len(sys.argv) > 1 else default_out_dir()):
         print(p)

@@ -21,7 +21,7 @@ Four sections, each "before" = the previous implementation kept as a named optio
     .venv/bin/python -m benchmarks.engines            # full sizes (several minutes)
     .venv/bin/python -m benchmarks.engines --quick    # small sizes
 
-Writes benchmarks/results/engines.{json,md,png} (quick: benchmarks/results/quick/).
+Writes engines.{json,md,png} to --out (default: the ``bench`` run folder, ./memsim-results/bench).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ snapshot reads, incl. the calibration-gate and scheduler reads, + factor-graph b
     .venv/bin/python -m benchmarks.ep_scaling            # 100, 1,000, 10,000 factors
     .venv/bin/python -m benchmarks.ep_scaling --quick    # 100, 1,000 factors, one repeat
 
-Writes benchmarks/results/ep_scaling.{json,md,png} (quick: benchmarks/results/quick/).
+Writes ep_scaling.{json,md,png} to --out (default: the ``bench`` run folder, ./memsim-results/bench).
 """
 
 from __future__ import annotations

@@ -560,4 +560,6 @@ def figure(p: dict[str, Any]) -> Any:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    run(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("benchmarks/results"))
+    from benchmarks.common import default_out_dir
+
+    run(Path(sys.argv[1]) if len(sys.argv) > 1 else default_out_dir())
