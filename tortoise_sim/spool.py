@@ -359,15 +359,18 @@ class Spool:
                 body["capture_key"] = meta.get("capture_key")
             if meta.get("model") is not None:
                 body["model"] = meta["model"]
+            # §10.1 item 13 (TOR-43): ``posted`` counts attempts. Upstream increments it after the turns are read
+            # and before the post is called, so a post that raises still counts as posted.
+            counts["posted"] += 1
             try:
                 status = post(body)
             except Exception as exc:
-                # §10.1 item 13: one deferral, counted once, in ``failed`` only (not ``posted``/``transient``).
+                # §10.1 item 13: one deferral (ledger ``entry_failed``, attempts + 1, backoff), counted in ``failed``
+                # and not also in ``transient``.
                 self._discard(sid, meta.get("capture_key"), "entry_failed", repr(exc))
                 counts["failed"] += 1
                 self._transient(key, sid, attempts_before, now_ms)
                 continue
-            counts["posted"] += 1
             if status is not None and 200 <= status < 300:
                 # §10.1 item 12: every 2xx counts as filed, even when the compare-and-swap below does not stamp
                 # the entry (turns changed during the post: the entry stays unfiled and is re-posted later).

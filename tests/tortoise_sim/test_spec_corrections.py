@@ -81,7 +81,8 @@ def test_filed_counts_every_2xx(tmp_path):
 
 
 def test_raising_post_counts_once_in_failed(tmp_path):
-    """§10.1 item 13: one deferral counted in ``failed`` only; ledger ``entry_failed``, attempts + 1, backoff."""
+    """§10.1 item 13 (TOR-43): one deferral counted in ``failed`` (not ``transient``), and still counted as
+    ``posted`` (attempted); ledger ``entry_failed``, attempts + 1, backoff."""
     sp = Spool(tmp_path)
     sp.spool_write("s1", TURNS, "claude", "hook", "m")
 
@@ -89,7 +90,8 @@ def test_raising_post_counts_once_in_failed(tmp_path):
         raise ConnectionError("offline")
 
     c = sp.flush_spool(boom, 1000)
-    assert c["failed"] == 1 and sum(c.values()) == 1, c
+    assert c["failed"] == 1 and c["posted"] == 1 and c["transient"] == 0, c
+    assert sum(c.values()) == 2, c
     meta = sp.read_meta("s1")
     assert meta["attempts"] == 1 and meta["next_attempt_at_ms"] == 1000 + 30_000
     assert [r["reason"] for r in sp.ledger_rows()] == ["entry_failed"]
