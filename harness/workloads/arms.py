@@ -53,6 +53,9 @@ DESIGN_SPECS = (
                             "labelling, AGF-35)", "harness.workloads.agentfly_arm", "PMArm"),
     ArmSpec("tortoise", "design", "Tortoise: capture per session; volunteered block and evaluation path",
             "harness.workloads.tortoise_arm", "TortoiseArm"),
+    ArmSpec("tortoise-recorded", "design", "Tortoise with LoCoMo's recorded LM facts replayed as the extractor's "
+                                           "output; volunteered block and evaluation path",
+            "harness.workloads.tortoise_arm", "TortoiseRecordedArm"),
 )
 SPECS: dict[str, ArmSpec] = {s.name: s for s in BASELINE_SPECS + DESIGN_SPECS}
 DEFAULT_ARMS = tuple(SPECS)

@@ -2,7 +2,9 @@
 
 For each arm: build it with a fresh ``ArmContext`` (its own work directory), time ``ingest`` over the whole
 conversation, read ``stored()`` once, then time one ``deliver`` per probe and turn every delivered row into a
-``metrics.probe_record``. An arm that cannot be built is reported ``unavailable``; an arm that raises while
+``metrics.probe_record``. An arm that cannot be built, or whose ``ingest`` raises ``ArmUnavailable`` (the
+conversation lacks what it needs, e.g. recorded LM outputs), is reported ``unavailable`` with the reason; an
+arm that raises while
 ingesting or delivering is reported ``error`` with a one-line message, and its partial records are dropped (so a
 half-run arm never enters an average). Either way the other arms go on. With an ``answerer`` (``--lm``), each
 delivered row's text is answered and scored; without it no answer field exists.
@@ -108,6 +110,11 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str], workdir: Path
                     records.append(rec)
                     if row not in examples and probe.evidence and probe.category != 5:
                         examples[row] = _example(probe, d)
+        except ArmUnavailable as exc:  # an arm that needs what this conversation lacks (recorded LM outputs)
+            info.update(status="unavailable", message=str(exc))
+            if echo:
+                echo(f"{conv.sample_id}: {exc}")
+            records, examples = [], {}
         except Exception as exc:
             info.update(status="error", message=_one_line(exc))
             if echo:

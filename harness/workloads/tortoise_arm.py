@@ -48,6 +48,12 @@ Mapping choices:
   stored turns and extracted points alike, so one turn can fill two pool slots (its turn Point and its point), and
   expansion takes a session's turns in string id order (``_t10`` before ``_t2``, TOR-45): both are the design's
   behaviour under this mapping and show in ``meta["ranked_ids"]``.
+- **Recorded extraction** (arm ``tortoise-recorded``, ``TortoiseRecordedArm``, rows ``tortoise-recorded-volunteer``
+  and ``tortoise-recorded-eval``): the same store, digest, hook path and evaluation path, but the extractor is
+  ``tortoise_sim.extraction.ReplayExtractor`` replaying LoCoMo's recorded LM facts (``observation``) per session
+  (``harness.workloads.tortoise_recorded``): each fact becomes a derived ``observation`` point sourced to its first
+  tagged turn, beside the verbatim turn Points. A delivered fact credits its tagged turns. A conversation without
+  recorded facts makes this arm unavailable for it, with the reason.
 - **Provenance.** A turn is in a text when ``"[<speaker>] <text>"`` (a stored turn) or ``"<speaker>: <text>"``
   (an extracted point, a synopsis) occurs in it, whitespace squashed (``arm_text.ids_in_text``). ``stored()``
   reads every Point's content back from Kuzu and applies the same test.
@@ -152,6 +158,7 @@ class TortoiseArm:
 
     name = "tortoise"
     rows: tuple[str, ...] = ("tortoise-volunteer", "tortoise-eval")
+    volunteer_row, eval_row = rows
 
     def __init__(self, ctx: ArmContext, pool_limit: int = 10, volunteer_min_confidence: float | None = None,
                  lm_kwargs: dict[str, Any] | None = None) -> None:
@@ -162,15 +169,8 @@ class TortoiseArm:
         self.pool_limit = pool_limit
         self.open_gate = volunteer_min_confidence
         if volunteer_min_confidence is not None:
-            self.rows = (*self.rows, f"tortoise-volunteer-min{volunteer_min_confidence:g}")
-        if ctx.lm:
-            import dspy
-
-            from tortoise_sim.extraction import DspyExtractor
-
-            self.extractor: Any = DspyExtractor(dspy.LM(ctx.lm, **(lm_kwargs or {})))
-        else:
-            self.extractor = TurnPointExtractor()
+            self.rows = (*self.rows, f"{self.volunteer_row}-min{volunteer_min_confidence:g}")
+        self.extractor: Any = self._make_extractor(ctx, lm_kwargs)
         from tortoise_sim.embed import MiniLMEncoder
 
         self.encoder = PrecomputedEncoder(MiniLMEncoder())
@@ -178,28 +178,41 @@ class TortoiseArm:
                           extractor=self.extractor, encoder=self.encoder)
         self.conversation: Conversation | None = None
         self.forms: dict[str, tuple[str, str]] = {}
+        self._squashed: dict[str, tuple[str, str]] = {}
         self.turn_of: dict[tuple[str, int], str] = {}
         self.digest = ""
         self.captures: list[dict[str, Any]] = []
         self.ingest_s = 0.0
 
+    def _make_extractor(self, ctx: ArmContext, lm_kwargs: dict[str, Any] | None) -> Any:
+        if ctx.lm:
+            import dspy
+
+            from tortoise_sim.extraction import DspyExtractor
+
+            return DspyExtractor(dspy.LM(ctx.lm, **(lm_kwargs or {})))
+        return TurnPointExtractor()
+
     def session_id(self, session: Session) -> str:
         assert self.conversation is not None
         return f"{self.conversation.sample_id}-s{session.index}"
 
+    def _point_texts(self, conversation: Conversation) -> list[str]:
+        """The point contents the extractor will propose (encoded in one batch before capture)."""
+        if not isinstance(self.extractor, TurnPointExtractor):
+            return []
+        return [f"[{s.date_time}] {t.speaker}: {turn_body(t)}" for s in conversation.sessions for t in s.turns]
+
     def ingest(self, conversation: Conversation) -> None:
         started = time.perf_counter()
         self.conversation = conversation
-        texts = []
-        for s in conversation.sessions:
-            texts += [f"[{t.speaker}] {turn_body(t)}" for t in s.turns]
-            if isinstance(self.extractor, TurnPointExtractor):
-                texts += [f"[{s.date_time}] {t.speaker}: {turn_body(t)}" for t in s.turns]
-        self.encoder.warm(texts)
+        texts = [f"[{t.speaker}] {turn_body(t)}" for s in conversation.sessions for t in s.turns]
+        self.encoder.warm(texts + self._point_texts(conversation))
         for s in conversation.sessions:
             sid = self.session_id(s)
             for i, t in enumerate(s.turns):
                 self.forms[t.dia_id] = (f"[{t.speaker}] {turn_body(t)}", f"{t.speaker}: {turn_body(t)}")
+                self._squashed[t.dia_id] = (squash(self.forms[t.dia_id][0]), squash(self.forms[t.dia_id][1]))
                 self.turn_of[(sid, i)] = t.dia_id
             if isinstance(self.extractor, TurnPointExtractor):
                 self.extractor.dates[sid] = s.date_time
@@ -212,7 +225,7 @@ class TortoiseArm:
     # ------------------------------------------------------------------------------------------ provenance
     def _ids(self, text: str) -> frozenset[str]:
         hay = squash(text)
-        return frozenset(i for i, (a, b) in self.forms.items() if squash(a) in hay or squash(b) in hay)
+        return frozenset(i for i, (a, b) in self._squashed.items() if a in hay or b in hay)
 
     def _turn_for_point(self, pid: str) -> str | None:
         row = self.t.get_point(pid) or {}
@@ -269,7 +282,7 @@ class TortoiseArm:
         return Delivery(text=text, dia_ids=self._ids(text), meta=meta)
 
     def deliver(self, probe: Probe) -> dict[str, Delivery]:
-        out = {"tortoise-volunteer": self._volunteer(probe), "tortoise-eval": self._eval(probe)}
+        out = {self.volunteer_row: self._volunteer(probe), self.eval_row: self._eval(probe)}
         if self.open_gate is not None:
             out[self.rows[-1]] = self._volunteer(probe, self.open_gate)
         capture = {"extraction_mode": self.captures[0]["extraction_mode"] if self.captures else None,
@@ -285,3 +298,93 @@ class TortoiseArm:
 
     def close(self) -> None:
         self.t.close()
+
+
+class TortoiseRecordedArm(TortoiseArm):
+    """Rows ``tortoise-recorded-volunteer`` and ``tortoise-recorded-eval``: the same store, hook path and
+    evaluation path as ``TortoiseArm``, with LoCoMo's recorded LM facts as the extractor's output.
+
+    Extraction is ``tortoise_sim.extraction.ReplayExtractor`` over ``tortoise_recorded.recorded_observations``
+    (one recorded payload per session, keyed by this arm's session ids): capture still writes every turn as a turn
+    Point, then admission writes each fact as a derived ``observation`` point sourced to its first tagged turn.
+    ``ctx.lm`` is ignored: the recording stands in for the model. A conversation whose file has no (or an empty)
+    ``observation`` field makes ``ingest`` raise ``ArmUnavailable`` with the loader's reason.
+
+    Provenance: a turn is credited by its text, as in ``TortoiseArm``; a fact point is credited when its whole
+    content is in the delivered text (a synopsis or digest line cut short does not carry it), and then credits
+    every turn its fact was tagged with (facts are paraphrases: their text names no turn). Every delivery's meta
+    says what is stored and delivered, facts and turns apart: ``stored_turn_points``, ``stored_fact_points``,
+    ``stored_ids_via_turns``, ``stored_ids_via_facts`` (constant per conversation), ``facts_delivered``,
+    ``ids_via_facts`` and ``ids_via_turns`` (per delivery), plus ``facts_recorded``, ``facts_unsourced`` and
+    ``facts_merged`` from the recording."""
+
+    name = "tortoise-recorded"
+    rows: tuple[str, ...] = ("tortoise-recorded-volunteer", "tortoise-recorded-eval")
+    volunteer_row, eval_row = rows
+
+    def __init__(self, ctx: ArmContext, pool_limit: int = 10, volunteer_min_confidence: float | None = None) -> None:
+        super().__init__(ctx, pool_limit, volunteer_min_confidence)
+        self.facts: Any = None
+        self._fact_hay: dict[str, str] = {}
+        self.stored_counts: dict[str, int] = {}
+
+    def _make_extractor(self, ctx: ArmContext, lm_kwargs: dict[str, Any] | None) -> Any:
+        from tortoise_sim.extraction import RecordedExtractions, ReplayExtractor
+
+        return ReplayExtractor(RecordedExtractions())  # replaced per conversation in ingest
+
+    def _point_texts(self, conversation: Conversation) -> list[str]:
+        return list(self.facts.content.values()) if self.facts is not None else []
+
+    def ingest(self, conversation: Conversation) -> None:
+        from harness.workloads.arms import ArmUnavailable
+        from harness.workloads.tortoise_recorded import recorded_observations
+        from tortoise_sim.extraction import ReplayExtractor
+
+        reason = conversation.recorded_unavailable("observation")
+        if reason is not None:
+            raise ArmUnavailable(f"arm {self.name!r} unavailable for {conversation.sample_id}: {reason}")
+        self.conversation = conversation
+        self.facts = recorded_observations(conversation, self.session_id)
+        self._fact_hay = {pid: squash(c) for pid, c in self.facts.content.items()}
+        self.extractor = ReplayExtractor(self.facts.recorded)
+        self.t.extractor = self.extractor
+        super().ingest(conversation)
+
+    def _facts_in(self, text: str) -> list[str]:
+        hay = squash(text)
+        return [pid for pid, c in self._fact_hay.items() if c and c in hay]
+
+    def _fact_ids(self, pids: list[str]) -> frozenset[str]:
+        assert self.facts is not None
+        return frozenset(i for pid in pids for i in self.facts.provenance.get(pid, ()))
+
+    def _ids(self, text: str) -> frozenset[str]:
+        return super()._ids(text) | self._fact_ids(self._facts_in(text))
+
+    def stored(self) -> frozenset[str]:
+        rows = self.t.store.query("MATCH (p:Point) WHERE p.content IS NOT NULL RETURN p.id AS id, "
+                                  "p.content AS c, p.pointKind AS k")
+        turn_points = [r for r in rows if r["k"] == "event" and re.match(r"^.*_t\d+$", str(r["id"]))]
+        via_turns = TortoiseArm._ids(self, "\n".join(str(r["c"]) for r in turn_points))
+        assert self.facts is not None
+        fact_points = [str(r["id"]) for r in rows if str(r["id"]) in self.facts.provenance]
+        via_facts = self._fact_ids(fact_points)
+        self.stored_counts = {"stored_turn_points": len(turn_points), "stored_fact_points": len(fact_points),
+                              "stored_ids_via_turns": len(via_turns), "stored_ids_via_facts": len(via_facts)}
+        return via_turns | via_facts
+
+    def deliver(self, probe: Probe) -> dict[str, Delivery]:
+        out = super().deliver(probe)
+        if not self.stored_counts:
+            self.stored()
+        assert self.facts is not None
+        recording = {"facts_recorded": self.facts.facts, "facts_unsourced": self.facts.facts_unsourced,
+                     "facts_merged": self.facts.facts_merged}
+        for d in out.values():
+            pids = self._facts_in(d.text)
+            d.meta.update(self.stored_counts)
+            d.meta.update(recording)
+            d.meta.update({"facts_delivered": len(pids), "ids_via_facts": sorted(self._fact_ids(pids)),
+                           "ids_via_turns": sorted(TortoiseArm._ids(self, d.text))})
+        return out
