@@ -134,3 +134,91 @@ def test_shipped_sweep_files_are_valid() -> None:
     for f in files:
         cfg = sweep.load_config(f)
         assert sweep.cells(cfg) and cfg.name == f.stem
+
+
+CBR = ("name: x\nbenchmark: cbr-loop\nseeds: 2\nsizes: [{size}]\nconfigs: [{{arm: np, k: 8}}, {{arm: none, k: 8}}]\n"
+       "metric: {metric}\ncompare: [[{a}, \"no memory K=8\"]]\n")
+SEL = "name: x\nbenchmark: selectors\nseeds: {seeds}\nsizes: [{size}]\nconfigs: [{conf}]\nmetric: P@8\n"
+LOC = "name: x\nbenchmark: locomo\nseeds: 1\nconfigs: [{conf}]\nmetric: evidence_recall\ncompare: [[{a}, bm25@8]]\n"
+
+
+def _cbr(size: str = "{rounds: 2, per_round: 4}", metric: str = "mean_accuracy", a: str = '"NP (pooler) K=8"') -> str:
+    return CBR.format(size=size, metric=metric, a=a)
+
+
+@pytest.mark.parametrize(("text", "key", "needle"), [
+    (_cbr(size="{rounds: -1, per_round: 4}"), "sizes.0.rounds", "greater than or equal to 1"),
+    (_cbr(size="{rounds: 2, per_round: 0}"), "sizes.0.per_round", "greater than or equal to 1"),
+    (_cbr(size="{rounds: 2, per_rounds: 4}"), "sizes.0.per_rounds", "unknown key (allowed here: rounds, per_round)"),
+    (_cbr(size="{rounds: 2.5}"), "sizes.0.rounds", "valid integer"),
+    (_cbr().replace("{arm: np, k: 8}", "{arm: np, k: 0}"), "configs.0.k", "greater than or equal to 1"),
+    (_cbr().replace("{arm: np, k: 8}", "{arm: np, kk: 8}"), "configs.0.kk", "unknown key"),
+    (_cbr().replace("{arm: np, k: 8}", "{arm: nq, k: 8}"), "configs.0.arm", "'nq'"),
+    (_cbr(metric="mean_acc"), "metric", "unknown metric 'mean_acc' for cbr-loop; did you mean 'mean_accuracy'?"),
+    (_cbr() + "metrics: [mean_accuracy, round_3]\n", "metrics.1", "unknown metric 'round_3'"),
+    (_cbr(a='"NP (poolr) K=8"'), "compare.0.0", "no row 'NP (poolr) K=8' in this sweep; did you mean 'NP (pooler) K=8'?"),
+    (_cbr(a='"NP (pooler) K=4"'), "compare.0.0", "no row 'NP (pooler) K=4'"),
+    (_cbr(a='"no memory K=8"'), "compare.0", "compared with itself"),
+    (SEL.format(seeds=2, size="{n_cases: 5}", conf="{selectors: [bm25]}"), "sizes.0.n_cases", "greater than or equal"),
+    (SEL.format(seeds=2, size="{}", conf="{selectors: [rrf, bm25]}"), "configs.0", "rrf selector needs bm25 and np_mean"),
+    (SEL.format(seeds=2, size="{}", conf="{selectors: [bm26]}"), "configs.0.selectors.0", "'bm26'"),
+    (SEL.format(seeds=2, size="{}", conf="{selector: [bm25]}"), "configs.0.selector", "unknown key"),
+    (SEL.format(seeds="[0, -1]", size="{}", conf="{selectors: [bm25]}"), "seeds.1", "greater than or equal to 0"),
+    (SEL.format(seeds=2, size="{}", conf="{selectors: [bm25]}") + "metrics: [P@8, ndcg@10]\n", "metrics.1",
+     "did you mean 'nDCG@10'?"),
+    (SEL.format(seeds=2, size="{}", conf="{selectors: [bm25]}") + "wokers: 2\n", "wokers", "unknown key"),
+    (LOC.format(conf="{arms: 'bm25,np-mean', k: [4, 8]}", a="np-mean@16"), "compare.0.0", "no row 'np-mean@16'"),
+    (LOC.format(conf="{arms: 'bm25,np-mean', k: [4, 8]}", a="tortoise-eval"), "compare.0.0", "no row"),
+    (LOC.format(conf="{arms: 'bm25,np-meen', k: [4, 8]}", a="np-mean@8"), "configs.0.arms", "unknown arm 'np-meen'"),
+    (LOC.format(conf="{arms: bm25, k: [0]}", a="bm25@4"), "configs.0.k.0", "greater than or equal to 1"),
+    (LOC.format(conf="{arms: bm25, k: 8}", a="bm25@4"), "configs.0.k", "valid list"),
+])
+def test_config_rejects_nonsense_in_one_line(tmp_path: Path, text: str, key: str, needle: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError) as exc:
+        sweep.load_config(bad)
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith(f"{bad}: {key}: "), msg
+    assert needle in msg, msg
+
+
+def test_valid_locomo_compare_rows_pass(tmp_path: Path) -> None:
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(LOC.format(conf="{arms: 'bm25,np-mean,tortoise', k: [4, 8]}", a="tortoise-eval"), encoding="utf-8")
+    assert sweep.load_config(ok).compare == [("tortoise-eval", "bm25@8")]
+
+
+def test_negative_rounds_end_in_one_line_before_any_cell(tmp_path: Path) -> None:
+    """``rounds: -1`` used to run every cell and end in an IndexError traceback."""
+    bad = tmp_path / "neg.yaml"
+    bad.write_text(_cbr(size="{rounds: -1, per_round: 4}"), encoding="utf-8")
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["bench", "sweep", str(bad), "--out", str(out), "--no-progress", "--workers", "1"])
+    assert res.exit_code == 1
+    assert res.stderr.strip().splitlines() == [f"error: {bad}: sizes.0.rounds: Input should be greater than or "
+                                               "equal to 1, not -1"]
+    assert not list(out.iterdir())
+
+
+def test_row_and_metric_names_match_what_the_cells_give(tmp_path: Path) -> None:
+    import torch
+
+    from benchmarks import cbr_loop
+
+    torch.set_num_threads(1)
+    assert set(sweep.CBR_NAMES) == set(cbr_loop.LABELS)
+    (row,) = sweep.run_cell({"benchmark": "cbr-loop", "seed": 0, "config": {"arm": "none", "k": 2},
+                             "size": {"rounds": 2, "per_round": 2}})["rows"]
+    cfg = sweep.load_config(_tiny_cbr(tmp_path))
+    assert set(row) - {"name"} == {*sweep.CBR_METRICS, "round_1", "round_2"} == set(sweep.known_metrics(cfg))
+    rows = sweep.run_cell({"benchmark": "selectors", "seed": 0, "config": {"selectors": ["oracle", "bm25", "recency",
+                                                                                        "random"]},
+                           "size": {"n_cases": 40, "n_queries": 3}})["rows"]
+    assert [r["name"] for r in rows] == [sweep.SELECTOR_ROWS[s][0] for s in ("oracle", "bm25", "recency", "random")]
+    assert all(set(r) - {"name"} == set(sweep.selector_metrics()) for r in rows)
+    # the rows the slow selectors (pm, the two MiniLM poolings, rrf) gave in the committed sweep
+    committed = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "results" /
+                            "sweep-selectors.json").read_text(encoding="utf-8"))
+    given = {r["name"] for c in committed["cells"] for r in c["rows"]}
+    assert given == {n for names in sweep.SELECTOR_ROWS.values() for n in names}
