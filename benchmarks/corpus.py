@@ -34,16 +34,14 @@ def _read(path: Path) -> list[dict[str, Any]]:
 
 
 def find_corpus(data_dir: Path | None) -> Path | None:
-    if data_dir is not None:
-        return data_dir if all((data_dir / f).exists() for f in FILES) else None
-    try:
-        from harness.ledger import find_data_dir
+    """The AgentFly folder through the data resolver (``data_dir``, ``$MEMSIM_AGENTFLY_DATA``, the fetched copy)
+    when it holds every file this section reads, else ``None``; a given path that is missing raises
+    ``DataPathError``."""
+    from harness.datapaths import find_agentfly
 
-        found = find_data_dir()
-    except Exception:  # pragma: no cover
-        found = None
-    if found is not None and all((Path(found) / f).exists() for f in FILES):
-        return Path(found)
+    found = find_agentfly(data_dir)
+    if found is not None and all((found / f).is_file() for f in FILES):
+        return found
     return None
 
 
@@ -135,8 +133,8 @@ def corpus_section(data_dir: Path | None, *, quick: bool, seed: int, track: Call
                    tmp_dir: Path | None = None) -> dict[str, Any]:
     data = find_corpus(data_dir)
     if data is None:
-        return {"skipped": "AgentFly corpora not found (pass --data-dir, set $MEMSIM_AGENTFLY_DATA, or place them "
-                           "in ../shared/data/agentfly)"}
+        return {"skipped": f"AgentFly corpora ({', '.join(FILES)}) not found: run `memsim data fetch agentfly`, "
+                           "pass --data-dir or set $MEMSIM_AGENTFLY_DATA"}
     t0 = time.perf_counter()
     pairs = _read(data / "training_data.jsonl")
     out: dict[str, Any] = {"data_dir": str(data), "truth_label": truth_label_constancy(pairs)}

@@ -43,7 +43,6 @@ import numpy as np
 from benchmarks.common import default_out_dir, machine_description, md_table, meta_block, write_results
 
 NAME = "engines"
-DATA = Path(os.environ.get("MEMSIM_AGENTFLY_DATA", "/work/shared/data/agentfly"))
 
 
 def _rss_mb() -> float:
@@ -225,9 +224,11 @@ def np_bank_section(n_queries: int, n_faithful: int) -> dict[str, Any] | None:
     import torch
 
     from agentfly_sim.embedding import CachedKeyIndex, load_np_encoder, retrieve
+    from harness.datapaths import find_agentfly
 
-    path = DATA / "memory.jsonl"
-    if not path.is_file():
+    data = find_agentfly()  # the one data resolver: $MEMSIM_AGENTFLY_DATA, else the fetched copy
+    path = data / "memory.jsonl" if data is not None else None
+    if path is None or not path.is_file():
         return None
     rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
     pairs = [(r["case"], r["plan"], i) for i, r in enumerate(rows)]

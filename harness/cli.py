@@ -50,7 +50,8 @@ def claims(
     kind: Annotated[str | None, typer.Option(help="Only 'mechanism' or 'consequence' claims.")] = None,
     out: Annotated[Path, typer.Option(help="Directory for ledger.json, ledger.md and ledger.html.")] = Path("ledger"),
     data_dir: Annotated[Path | None, typer.Option(
-        help="AgentFly corpora directory (default: $MEMSIM_AGENTFLY_DATA or ../shared/data/agentfly).")] = None,
+        help="AgentFly corpora folder (default: $MEMSIM_AGENTFLY_DATA, else the copy `memsim data fetch agentfly` "
+             "placed in the data folder; claims that need it are skipped without it).")] = None,
     seed: Annotated[int, typer.Option(help="Seed passed to every demonstration.")] = 0,
     quick: Annotated[bool, typer.Option(help="Ask demonstrations for their smallest scenario sizes.")] = False,
     list_only: Annotated[bool, typer.Option("--list", help="List the selected claims without running them.")] = False,
@@ -79,11 +80,18 @@ def claims(
         return
     if not 0 <= seed < 2**32:  # demonstrations seed numpy/torch
         raise fail(f"--seed must be in [0, {2**32 - 1}], not {seed}")
+    from harness.datapaths import DataPathError, find_locomo
+
+    try:  # a mistyped --data-dir or data variable is an error before any claim runs, not a run of silent skips
+        data = find_data_dir(data_dir)
+        if any(c.design == "cross" for c in selected):
+            find_locomo()
+    except DataPathError as exc:
+        raise fail(str(exc)) from None
     check_output_dir(out)  # before running anything: an unwritable --out fails now, not after every claim
     for name in ("ledger.json", "ledger.md", "ledger.html"):
         if (out / name).is_dir():
             raise fail(f"{out / name}: is a directory; the ledger cannot be written there")
-    data = find_data_dir(data_dir)
     ledger = run_claims(selected, seed=seed, data_dir=data, quick=quick)
 
     table = Table(title="memsim claims ledger", show_lines=False)

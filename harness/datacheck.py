@@ -10,7 +10,13 @@ AgentFly: the upstream repository keeps its case banks under ``memory/`` and the
 LoCoMo: a file or a folder of ``*.json`` files, each either the canonical list layout (``locomo10.json``: a list of
 ``{"sample_id", "conversation": {...}, "qa": [...]}``) or the per-conversation object layout (``speaker_a``,
 ``session_<n>``, ``qa`` at the top). When :func:`harness.workloads.locomo.load_locomo` is available the file is also
-loaded through it, and a failure there is reported as an error.
+loaded through it, and a failure there is reported as an error. A folder holding the same conversation (sample id;
+a per-conversation file without one is named by its file name, as the loader names it) in two files is refused on
+the later file, as the loader refuses it; the same turns under two different sample ids are a quirk.
+
+Every entry of a folder that the checks would look at gets a row, including an entry that is a directory (a
+``*.json`` or ``*.jsonl`` name the loaders skip, or a known AgentFly file name that is a folder, which is an error:
+the file is missing).
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ AGENTFLY_FILES: dict[str, str] = {
     "deepresearcher.jsonl": "data",
 }
 """Known AgentFly files and the checkout sub-folder each lives in upstream."""
+
+DIRECTORY = "directory (not read)"
+"""The ``kind`` of a row for a folder entry that is a directory where a data file could be."""
 
 _DIA_ID = re.compile(r"^D(\d+):(\d+)$")
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
@@ -240,25 +249,31 @@ def check_agentfly(root: Path) -> list[FileReport]:
         kind, fn = _CHECKS[name]
         if path is None:
             sub = AGENTFLY_FILES[name]
-            reports.append(FileReport(str(root / sub / name), kind,
-                                      errors=[f"missing (looked for {sub}/{name} and {name})"]))
+            dirs = [p for p in (root / sub / name, root / name) if p.is_dir()]
+            reports.append(FileReport(str(dirs[0] if dirs else root / sub / name), kind, errors=[
+                "is a directory, not a file" if dirs else f"missing (looked for {sub}/{name} and {name})"]))
             continue
         rep = FileReport(str(path), kind)
         fn(path, rep)
         reports.append(rep)
     known = {p.resolve() for p in located.values() if p is not None}
     for extra in sorted({*root.glob("memory/*.jsonl"), *root.glob("*.jsonl")}):
-        if extra.resolve() not in known:
-            rep = FileReport(str(extra), "other JSONL")
+        if extra.resolve() in known or (extra.name in AGENTFLY_FILES and extra.is_dir()):
+            continue
+        rep = FileReport(str(extra), DIRECTORY if extra.is_dir() else "other JSONL")
+        if extra.is_dir():
+            rep.quirks.append("a directory, not a file: nothing reads it")
+        else:
             _check_other(extra, rep)
-            reports.append(rep)
+        reports.append(rep)
     return reports
 
 
 # -------------------------------------------------------------------------------------------------------- LoCoMo
 def _locomo_files(path: Path) -> list[Path]:
+    """Every ``*.json`` entry of a folder (directories included: each gets a row), or the one file."""
     if path.is_dir():
-        return sorted(p for p in path.glob("*.json") if p.is_file())
+        return sorted(path.glob("*.json"))
     return [path]
 
 
@@ -343,10 +358,16 @@ def check_locomo(path: Path) -> list[FileReport]:
     if not path.exists():
         return [FileReport(str(path), "LoCoMo", errors=["no such file or folder"])]
     files = _locomo_files(path)
-    if not files:
-        return [FileReport(str(path), "LoCoMo", errors=["folder holds no *.json file"])]
+    if not any(f.is_file() for f in files):
+        return [FileReport(str(f), DIRECTORY, quirks=["a directory, not a file: the loader skips it"])
+                for f in files] + [FileReport(str(path), "LoCoMo", errors=["folder holds no *.json file"])]
     reports = []
+    seen: dict[str, str] = {}  # sample id -> the file it was first found in (the loader refuses a second one)
+    same_turns: dict[str, str] = {}  # digest of a conversation's sessions -> its sample id
     for f in files:
+        if f.is_dir():
+            reports.append(FileReport(str(f), DIRECTORY, quirks=["a directory, not a file: the loader skips it"]))
+            continue
         rep = FileReport(str(f), "LoCoMo conversations")
         facts: dict[str, Any] = {"conversations": 0, "sessions": 0, "turns": 0, "qa": 0, "qa_by_category": {}}
         quirks: Counter = Counter()
@@ -358,17 +379,42 @@ def check_locomo(path: Path) -> list[FileReport]:
             reports.append(rep)
             continue
         rep.facts["layout"] = "list (locomo10.json)" if isinstance(obj, list) else "one conversation per file"
-        for sample, conv, qa in convs:
+        twins: list[str] = []
+        for j, (sample, conv, qa) in enumerate(convs):
             _check_conversation(sample or f.stem, conv, qa, facts, quirks, rep.errors)
+            sid = _loader_id(sample, f, j, isinstance(obj, list))
+            if sid in seen:
+                rep.errors.append(f"conversation {sid} is already in {seen[sid]}: memsim refuses data holding the "
+                                  "same conversation twice; keep one copy")
+            seen.setdefault(sid, str(f))
+            digest = _turns_digest(conv)
+            if digest in same_turns and same_turns[digest] != sid:
+                twins.append(f"{sid} has the same turns as {same_turns[digest]} (loaded twice under two ids)")
+            same_turns.setdefault(digest, sid)
         rep.rows = facts["conversations"]
         rep.facts |= facts
         rep.facts["qa_by_category"] = dict(sorted(facts["qa_by_category"].items()))
         rep.shapes = {rep.facts["layout"]: len(convs)}
-        rep.quirks = [f"{n} x {what}" for what, n in quirks.most_common()]
+        rep.quirks = [f"{n} x {what}" for what, n in quirks.most_common()] + twins
         if not rep.errors:
             _through_loader(f, rep)
         reports.append(rep)
     return reports
+
+
+def _loader_id(sample: str, f: Path, index: int, listed: bool) -> str:
+    """The sample id the workload loader gives a conversation: its ``sample_id``, else ``<stem>#<index>`` in the
+    list layout or the file's stem in the per-conversation layout."""
+    if sample and not sample.startswith("#"):
+        return sample
+    return f"{f.stem}#{index}" if listed else f.stem
+
+
+def _turns_digest(conv: dict[str, Any]) -> str:
+    import hashlib
+
+    sessions = {k: v for k, v in conv.items() if _SESSION_KEY.match(k)}
+    return hashlib.sha256(json.dumps(sessions, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _through_loader(path: Path, rep: FileReport) -> None:

@@ -29,7 +29,6 @@ from pydantic import BaseModel
 from harness.claims import Claim, ClaimContext, Observation
 
 VERDICTS = ("holds", "refuted", "error", "skipped")
-DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "agentfly"
 
 
 class LedgerRow(BaseModel):
@@ -64,14 +63,12 @@ class Ledger(BaseModel):
 
 
 def find_data_dir(explicit: Path | None = None) -> Path | None:
-    """The AgentFly corpora directory: explicit path, ``$MEMSIM_AGENTFLY_DATA``, or ``../shared/data/agentfly``."""
-    import os
+    """The AgentFly corpora folder through the one data resolver (:func:`harness.datapaths.find_agentfly`):
+    ``explicit``, ``$MEMSIM_AGENTFLY_DATA``, then the copy ``memsim data fetch`` placed in the data folder; ``None``
+    when none is given and nothing was fetched. A given path that is missing raises ``DataPathError``."""
+    from harness.datapaths import find_agentfly
 
-    for cand in (explicit, os.environ.get("MEMSIM_AGENTFLY_DATA"), DEFAULT_DATA_DIR,
-                 Path.cwd().parent / "shared" / "data" / "agentfly"):
-        if cand and Path(cand).is_dir():
-            return Path(cand)
-    return None
+    return find_agentfly(explicit)
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -10,6 +11,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import harness  # noqa: F401,E402
+
+# Development copies of the data sets, in a folder beside the checkout when there is one: tests read them through
+# the same environment variables a user sets (the library itself only knows those and the fetched cache). Tests
+# that need them skip cleanly when they are absent.
+_SIBLING_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+for _env, _sub in (("MEMSIM_LOCOMO_DATA", "locomo"), ("MEMSIM_AGENTFLY_DATA", "agentfly")):
+    if not os.environ.get(_env) and (_SIBLING_DATA / _sub).is_dir():
+        os.environ[_env] = str(_SIBLING_DATA / _sub)
 
 try:
     import torch

@@ -107,7 +107,8 @@ def _skip_no_corpus(ctx: ClaimContext, *names: str) -> Observation | None:
     for n in names:
         if corpus(ctx.data_dir, n) is None:
             return Observation.skipped(f"AgentFly corpus file {n} not found (data_dir={ctx.data_dir}); "
-                                       "point --data_dir or MEMSIM_AGENTFLY_DATA at an AgentFly checkout's files")
+                                       "run `memsim data fetch agentfly`, or point --data-dir or "
+                                       "$MEMSIM_AGENTFLY_DATA at a folder holding the AgentFly files")
     return None
 
 

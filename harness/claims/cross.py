@@ -1,11 +1,13 @@
 """Cross-design claims XD-01.. on a real LoCoMo conversation: what each design stores vs delivers, at what cost.
 
 Every claim runs arms through ``harness.workloads.runner`` (each arm drives its simulator through its public API)
-on the smallest loaded LoCoMo conversation (fewest turns, ties by sample id, so nothing depends on which
-conversations are shipped), cut to its first ``SLICE_SESSIONS`` sessions with the probes whose evidence lies in
-them, unless the claim says otherwise (XD-07 and XD-08 use the whole conversation; their measured values say
-so). The data comes from ``$MEMSIM_LOCOMO_DATA`` or ``../shared/data/locomo``;
-without it every claim is skipped with the reason.
+on one LoCoMo conversation named by sample id (``CLAIM_CONVERSATION``, so the verdicts do not move whether the
+data is the ten-conversation ``locomo10.json`` or a folder of single conversations), cut to its first
+``SLICE_SESSIONS`` sessions with the probes whose evidence lies in them, unless the claim says otherwise (XD-07
+and XD-08 use the whole conversation; their measured values say so). AgentFly PM's leave-one-conversation-out
+classifier trains on the conversations named in ``PM_TRAINING_CONVERSATIONS`` that are loaded. The data is found
+by the data resolver (``$MEMSIM_LOCOMO_DATA``, else the copy ``memsim data fetch locomo`` placed in the data
+folder); without it, or without the named conversation, every claim is skipped with the reason.
 
 Runs are cached per process by (conversation, sessions, arms, K), in a process-level temporary directory, so
 claims that observe the same arm share one ingest; each claim still reads the delivered text, the delivered ids
@@ -32,6 +34,10 @@ from harness.workloads.metrics import summarize
 D = "cross"
 REC = "LoCoMo cross-design workload (issue 10)"
 SLICE_SESSIONS = 8
+CLAIM_CONVERSATION = "conv-30"
+"""The conversation every XD claim runs on (a short one, so the claims stay quick)."""
+PM_TRAINING_CONVERSATIONS = ("conv-26", "conv-41", "conv-42")
+"""The conversations AgentFly PM's classifier is trained on for the claim conversation (those loaded)."""
 K = (4, 8)
 _CACHE: dict[tuple[Any, ...], dict[str, Any]] = {}
 _ROOT: list[Path] = []
@@ -46,12 +52,14 @@ def _conversation() -> Conversation | None:
     path = find_locomo_path()
     if path is None:
         return None
-    convs = load_locomo(path)
-    return min(convs, key=lambda c: (len(c.turns()), c.sample_id))
+    return next((c for c in load_locomo(path) if c.sample_id == CLAIM_CONVERSATION), None)
 
 
 def _skip() -> Observation:
-    return Observation.skipped("LoCoMo data not found: set $MEMSIM_LOCOMO_DATA or place it in ../shared/data/locomo")
+    if find_locomo_path() is not None:
+        return Observation.skipped(f"LoCoMo conversation {CLAIM_CONVERSATION} is not in the loaded data "
+                                   f"({find_locomo_path()}); run `memsim data fetch locomo` for all ten")
+    return Observation.skipped("LoCoMo data not found: run `memsim data fetch locomo` or set $MEMSIM_LOCOMO_DATA")
 
 
 def _root() -> Path:
@@ -87,7 +95,7 @@ def _run_one(arm: str, sessions: int | None, k: tuple[int, ...], probes: int | N
         c = _sliced(conv, sessions)
         if probes is not None:
             c = c.model_copy(update={"probes": c.probes[:probes]})
-        others = tuple(x for x in load_locomo(find_locomo_path()) if x.sample_id != conv.sample_id) \
+        others = tuple(x for x in load_locomo(find_locomo_path()) if x.sample_id in PM_TRAINING_CONVERSATIONS) \
             if arm == "pm" else ()
         res = run_conversation(c, [arm], _root() / f"{len(_CACHE)}", k_values=k, others=others)
         res["conv"] = c

@@ -217,7 +217,9 @@ def run(
     top_k: Annotated[int, typer.Option("--top_k", help="MEMORY_TOP_K.")] = 8,
     cached: Annotated[bool, typer.Option(
         "--cached", help="Simulator option: NP cached-index mode / PM cached case vectors.")] = False,
-    data_dir: Annotated[Path | None, typer.Option("--data_dir", help="AgentFly corpora directory.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(
+        "--data_dir", help="AgentFly corpora folder (default: $MEMSIM_AGENTFLY_DATA, else the copy `memsim data "
+                           "fetch agentfly` placed in the data folder).")] = None,
     executor: Annotated[str, typer.Option(
         "--executor", help="Scripted executor: default ('Result of task N') or empty (always an empty reply: "
                            "shows the bounded executor loop, exit 3).")] = "default",
@@ -240,7 +242,7 @@ def run(
     from agentfly_sim.driver import DriverConfig, NPDriver, PMDriver
     from agentfly_sim.errors import DriverStartupError, ExecutorStalled
     from harness.claims.agentfly_common import offline_agents
-    from harness.ledger import find_data_dir
+    from harness.datapaths import DataPathError, find_agentfly
 
     if driver not in ("np", "pm"):
         raise fail(f"--driver must be np or pm, not {driver!r}")
@@ -248,12 +250,16 @@ def run(
         raise fail(f"--executor must be default or empty, not {executor!r}")
     if judge not in ScriptedJudge.MODES:
         raise fail(f"--judge must be one of {', '.join(ScriptedJudge.MODES)}")
-    corpora = find_data_dir(data_dir)
+    try:  # a mistyped --data_dir is an error, never a silent fall-through to the fetched copy
+        corpora = find_agentfly(data_dir, option="--data_dir")
+    except DataPathError as exc:
+        raise fail(str(exc)) from None
     bank_name = "dummy_memo.jsonl" if driver == "np" else "memory.jsonl"
     dataset = dataset or (corpora / "deepresearcher.jsonl" if corpora else None)
     bank = bank or (corpora / bank_name if corpora else None)
     if dataset is None or not dataset.is_file():
-        raise fail(f"{dataset or 'deepresearcher.jsonl'}: dataset not found (pass --dataset or --data_dir)")
+        raise fail(f"{dataset or 'deepresearcher.jsonl'}: dataset not found (pass --dataset or --data_dir, or run "
+                   "`memsim data fetch agentfly`)")
     if bank is not None and not bank.is_file():
         raise fail(f"{bank}: bank not found")
     try:

@@ -67,14 +67,19 @@ def selectors(
     cases: Annotated[int | None, typer.Option(min=20, help="Bank size (default 2000; quick 150).")] = None,
     queries: Annotated[int | None, typer.Option(min=1, help="Number of queries (default 300; quick 15).")] = None,
     data_dir: Annotated[Path | None, typer.Option(
-        help="AgentFly corpora directory for the corpus section (default: $MEMSIM_AGENTFLY_DATA or "
-             "../shared/data/agentfly; skipped when absent).")] = None,
+        help="AgentFly corpora folder for the corpus section (default: $MEMSIM_AGENTFLY_DATA, else the copy "
+             "`memsim data fetch agentfly` placed in the data folder; the section is skipped without it).")] = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Rank the synthetic case bank with NP (pooler, mean), PM classifier rows, BM25, hybrid RRF, recency, random
     and an oracle; Recall@1/4/8, nDCG@10, MRR, negative share of the top 8; plus the real-corpus section."""
     from benchmarks import selectors as mod
+    from harness.datapaths import DataPathError, find_agentfly
 
+    try:  # a mistyped --data-dir is an error before the run, not a silently skipped section
+        find_agentfly(data_dir)
+    except DataPathError as exc:
+        raise fail(str(exc)) from None
     _run(mod.run, out, quick, progress, seed=seed, n_cases=cases, n_queries=queries, data_dir=data_dir)
 
 
@@ -111,7 +116,8 @@ def cost(
 @app.command()
 def locomo(
     data: Annotated[Path | None, typer.Option("--data", help="LoCoMo file or folder, either layout (default: "
-                                                             "$MEMSIM_LOCOMO_DATA or ../shared/data/locomo).")] = None,
+                                                             "$MEMSIM_LOCOMO_DATA, else the locomo10.json `memsim "
+                                                             "data fetch locomo` placed in the data folder).")] = None,
     conversation: Annotated[list[str] | None, typer.Option(
         "--conversation", help="Sample id to run (repeatable, e.g. conv-26); default all loaded.")] = None,
     arms: Annotated[str | None, typer.Option(
@@ -132,7 +138,12 @@ def locomo(
     """Real LoCoMo conversations through Fractal, AgentFly NP/PM, Tortoise and baselines: per arm what is stored,
     what is delivered for each question (evidence recall), at how many tokens and how much time."""
     from benchmarks import locomo as mod
+    from harness.workloads.locomo import LocomoDataError, resolve_locomo_path
 
+    try:  # the data is found (or refused) before any work starts
+        resolve_locomo_path(data)
+    except LocomoDataError as exc:
+        raise fail(str(exc)) from None
     _run(mod.run, out, quick, progress, seed=seed, data=data, conversations=conversation, arms=arms,
          k_values=tuple(k or (4, 8)), lm=lm, lm_base=lm_base, echo=console.print)
 

@@ -1,11 +1,11 @@
-"""``memsim data ...``: check a user's AgentFly checkout and LoCoMo conversations before using them."""
+"""``memsim data ...``: fetch the public data sets memsim reads, and check a user's copies before using them."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -13,8 +13,11 @@ from rich.table import Table
 
 from harness.commands import err_console, fail
 
-app = typer.Typer(help="Data sets memsim reads: check an AgentFly checkout and LoCoMo conversations.",
-                  no_args_is_help=True)
+if TYPE_CHECKING:
+    from harness.datafetch import FetchResult
+
+app = typer.Typer(help="Data sets memsim reads: fetch LoCoMo and the AgentFly corpora (pinned, checksummed) and "
+                       "check a copy before using it.", no_args_is_help=True)
 console = Console(highlight=False)
 
 
@@ -47,16 +50,19 @@ def check(
 ) -> None:
     """Check the data sets: rows, shapes and quirks of each file; one `error:` line per unusable file.
 
-    Exit status 1 when any file is unusable. Nothing is modified.
+    Without options it checks what the other commands would read: $MEMSIM_AGENTFLY_DATA and $MEMSIM_LOCOMO_DATA,
+    else the copies `memsim data fetch` placed in the data folder. Exit status 1 when any file is unusable (a
+    folder holding the same LoCoMo conversation twice is refused). Nothing is modified.
     """
-    from harness.datacheck import check_agentfly, check_locomo
+    from harness.datacheck import DIRECTORY, check_agentfly, check_locomo
+    from harness.datapaths import AGENTFLY_ENV, LOCOMO_ENV, cached_agentfly, cached_locomo
 
-    agentfly = agentfly or (Path(os.environ["MEMSIM_AGENTFLY_DATA"]) if os.environ.get("MEMSIM_AGENTFLY_DATA")
-                            else None)
-    locomo = locomo or (Path(os.environ["MEMSIM_LOCOMO_DATA"]) if os.environ.get("MEMSIM_LOCOMO_DATA") else None)
+    if agentfly is None and locomo is None:  # the data every command would read: environment, then fetched copy
+        agentfly = Path(os.environ[AGENTFLY_ENV]) if os.environ.get(AGENTFLY_ENV) else cached_agentfly()
+        locomo = Path(os.environ[LOCOMO_ENV]) if os.environ.get(LOCOMO_ENV) else cached_locomo()
     if agentfly is None and locomo is None:
-        raise fail("nothing to check: give --agentfly DIR and/or --locomo PATH (or set $MEMSIM_AGENTFLY_DATA / "
-                   "$MEMSIM_LOCOMO_DATA)")
+        raise fail(f"nothing to check: give --agentfly DIR and/or --locomo PATH (or set ${AGENTFLY_ENV} / "
+                   f"${LOCOMO_ENV}, or run `memsim data fetch`)")
     reports = []
     if agentfly is not None:
         console.print(f"AgentFly: {agentfly}")
@@ -83,4 +89,71 @@ def check(
         err_console.print(f"[bold red]error:[/] {path}: {e}", soft_wrap=True)
     if bad:
         raise typer.Exit(1)
-    console.print(f"{len(reports)} file(s) usable")
+    console.print(f"{sum(r.kind != DIRECTORY for r in reports)} file(s) usable")
+
+
+@app.command()
+def fetch(
+    dataset: Annotated[str, typer.Argument(help="Which data set: locomo, agentfly or all.")] = "all",
+    if_reachable: Annotated[bool, typer.Option(
+        "--if-reachable", help="A server that cannot be reached is one warning line per file and exit status 0 "
+                               "(for a first run that must also work offline; the commands then skip what needs "
+                               "the missing data and say so). Checksum and transfer failures stay errors.")] = False,
+    timeout: Annotated[float, typer.Option(min=1.0, help="Seconds to wait for a server to connect or send "
+                                                         "before giving up on it.")] = 30.0,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a download progress bar.")] = True,
+) -> None:
+    """Download LoCoMo (locomo10.json, all ten conversations) and the AgentFly corpora (memory, training_data,
+    dummy_memo, deepresearcher), each pinned to one upstream commit and checked against its sha256.
+
+    Files go to the data folder ($MEMSIM_DATA_DIR, else the user cache folder) as locomo/locomo10.json and
+    agentfly/<file>.jsonl; every command finds them there without flags ($MEMSIM_LOCOMO_DATA /
+    $MEMSIM_AGENTFLY_DATA, or a command's own --data / --data-dir, take precedence). A file already there with the
+    pinned checksum is not downloaded again. A file whose checksum differs is refused and nothing is stored; an
+    interrupted download leaves nothing behind. Offline, place a file by hand: the error names where and its
+    sha256.
+    """
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    from harness.datafetch import FetchError, RichBar, files_for
+    from harness.datafetch import fetch as fetch_files
+    from harness.datapaths import AGENTFLY_ENV, LOCOMO_ENV, data_home
+
+    try:
+        files_for(dataset)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    got: list[FetchResult] = []
+
+    def report(r: FetchResult) -> None:
+        got.append(r)
+        if r.status == "unreachable":
+            err_console.print(f"[yellow]warning:[/] {r.message}", soft_wrap=True)
+
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                    console=err_console, disable=not progress)
+    try:
+        with prog:
+            fetch_files(dataset, if_reachable=if_reachable, timeout=timeout, on_result=report,
+                        progress=lambda f: RichBar(prog, f"{f.dataset}/{f.name}", f.size))
+    except FetchError as exc:
+        _print_paths(got)
+        raise fail(str(exc)) from None
+    _print_paths(got)
+    console.print(f"data folder: {data_home()}", soft_wrap=True)
+    for name, env in (("locomo", LOCOMO_ENV), ("agentfly", AGENTFLY_ENV)):
+        if os.environ.get(env) and any(r.file.dataset == name for r in got):
+            console.print(f"note: ${env} is set ({os.environ[env]}); commands read it instead of the fetched "
+                          f"{name} copy", soft_wrap=True)
+    missing = [r for r in got if r.status == "unreachable"]
+    if missing:
+        console.print(f"{len(missing)} file(s) not fetched (server unreachable); commands that need them skip "
+                      "or say so", soft_wrap=True)
+
+
+def _print_paths(results: list[FetchResult]) -> None:
+    for r in results:
+        if r.status == "fetched":
+            console.print(f"wrote {r.path}", soft_wrap=True)
+        elif r.status == "present":
+            console.print(f"present {r.path} (checksum ok)", soft_wrap=True)

@@ -45,16 +45,15 @@ readable in the text; the session date-time sits on every line so a retrieved tu
 is appended because LoCoMo questions are asked about shared photos. ``dates=False`` drops the date (used to
 measure what temporal questions lose without it).
 
-Path resolution (``resolve_locomo_path``): the explicit ``--data`` path, else ``$MEMSIM_LOCOMO_DATA``, else
-``../shared/data/locomo`` relative to the working directory, else the same folder next to this checkout
-(``<repo>/../shared/data/locomo``). An explicit or environment path that does not exist is an error, never a
-silent fall-through to the default.
+Path resolution (``resolve_locomo_path``, through :mod:`harness.datapaths`, the one resolver for all data): the
+explicit ``--data`` path, else ``$MEMSIM_LOCOMO_DATA``, else the ``locomo10.json`` that ``memsim data fetch`` placed
+in the data folder. An explicit or environment path that does not exist is an error, never a silent fall-through
+to the fetched copy.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -62,7 +61,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 ENV_VAR = "MEMSIM_LOCOMO_DATA"
-REPO_DEFAULT = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo"
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _DIA_ID = re.compile(r"^D\s*0*(\d+)\s*:\s*0*(\d+)$")
@@ -219,24 +217,14 @@ def _err(path: Path | str, problem: str) -> LocomoDataError:
 
 
 def resolve_locomo_path(cli_path: Path | str | None = None) -> Path:
-    """The LoCoMo file or folder to load: ``cli_path``, ``$MEMSIM_LOCOMO_DATA``, ``./../shared/data/locomo`` or the
-    folder next to this checkout. Raises ``LocomoDataError`` when an explicit path is missing or nothing is found."""
-    if cli_path is not None:
-        p = Path(cli_path)
-        if not p.exists():
-            raise _err(p, "no such file or folder (given with --data)")
-        return p
-    env = os.environ.get(ENV_VAR)
-    if env:
-        p = Path(env)
-        if not p.exists():
-            raise _err(p, f"no such file or folder (from ${ENV_VAR})")
-        return p
-    for cand in (Path.cwd().parent / "shared" / "data" / "locomo", REPO_DEFAULT):
-        if cand.exists():
-            return cand
-    raise _err(Path.cwd().parent / "shared" / "data" / "locomo",
-               f"LoCoMo data not found; pass --data or set ${ENV_VAR}")
+    """The LoCoMo file or folder to load: ``cli_path``, ``$MEMSIM_LOCOMO_DATA`` or the fetched ``locomo10.json``.
+    Raises ``LocomoDataError`` when a given path is missing or nothing is found (the message says how to fetch)."""
+    from harness.datapaths import DataPathError, resolve_locomo
+
+    try:
+        return resolve_locomo(cli_path)
+    except DataPathError as exc:
+        raise LocomoDataError(str(exc)) from None
 
 
 def find_locomo_path(explicit: Path | str | None = None) -> Path | None:

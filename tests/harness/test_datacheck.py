@@ -131,9 +131,10 @@ def test_locomo_unusable_inputs(tmp_path: Path) -> None:
     assert len(res.stderr.strip().splitlines()) == 1
 
 
-def test_cli_needs_a_path(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_needs_a_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("MEMSIM_AGENTFLY_DATA", raising=False)
     monkeypatch.delenv("MEMSIM_LOCOMO_DATA", raising=False)
+    monkeypatch.setenv("MEMSIM_DATA_DIR", str(tmp_path / "nothing-fetched"))
     res = runner.invoke(app, ["data", "check"])
     assert res.exit_code == 1 and "nothing to check" in res.stderr
 

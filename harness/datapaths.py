@@ -1,0 +1,117 @@
+"""Where memsim finds its data sets: one resolver for LoCoMo and the AgentFly corpora.
+
+For each data set the first of these that is given wins:
+
+1. the path a command was given (``--data`` for LoCoMo, ``--data-dir`` for the AgentFly corpora);
+2. the environment variable: ``$MEMSIM_LOCOMO_DATA`` (a LoCoMo file or a folder of conversation files, either
+   layout) or ``$MEMSIM_AGENTFLY_DATA`` (a folder holding the AgentFly files side by side);
+3. the copy ``memsim data fetch`` placed in the data folder: ``$MEMSIM_DATA_DIR`` when set, else the user cache
+   folder (``platformdirs.user_cache_dir("memsim")``, e.g. ``~/.cache/memsim`` on Linux), as
+   ``locomo/locomo10.json`` and ``agentfly/<file>.jsonl``.
+
+A path given explicitly or through an environment variable that does not exist is an error naming it
+(:class:`DataPathError`, one line), never a silent fall-through to the next source: a mistyped path must not turn
+into a run that quietly skips its data. An AgentFly folder holding none of the known files is refused the same way.
+Nothing here downloads; :mod:`harness.datafetch` does.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DATA_DIR_ENV = "MEMSIM_DATA_DIR"
+LOCOMO_ENV = "MEMSIM_LOCOMO_DATA"
+AGENTFLY_ENV = "MEMSIM_AGENTFLY_DATA"
+LOCOMO_FILE = "locomo10.json"
+AGENTFLY_FILES = ("memory.jsonl", "training_data.jsonl", "dummy_memo.jsonl", "deepresearcher.jsonl")
+"""The AgentFly files memsim reads, side by side in one folder."""
+
+
+class DataPathError(ValueError):
+    """A data path that was asked for but cannot be used, as one line naming it."""
+
+
+def data_home() -> Path:
+    """The folder ``memsim data fetch`` writes to: ``$MEMSIM_DATA_DIR``, else the user cache folder."""
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("memsim"))
+
+
+def dataset_dir(dataset: str) -> Path:
+    """The data folder's sub-folder for ``dataset`` (``locomo`` or ``agentfly``)."""
+    return data_home() / dataset
+
+
+def cached_locomo() -> Path | None:
+    """The fetched ``locomo10.json`` when it is in the data folder, else ``None``."""
+    p = dataset_dir("locomo") / LOCOMO_FILE
+    return p if p.is_file() else None
+
+
+def cached_agentfly() -> Path | None:
+    """The fetched AgentFly folder when it holds at least one of the known files, else ``None``."""
+    d = dataset_dir("agentfly")
+    return d if any((d / f).is_file() for f in AGENTFLY_FILES) else None
+
+
+def _given(explicit: Path | str | None, env: str, option: str) -> tuple[Path, str] | None:
+    """The explicit path (with the option that gave it) or the environment's, or ``None`` when neither is set."""
+    if explicit is not None and str(explicit) != "":
+        return Path(explicit).expanduser(), f"given with {option}"
+    value = os.environ.get(env)
+    if value:
+        return Path(value).expanduser(), f"from ${env}"
+    return None
+
+
+def find_locomo(explicit: Path | str | None = None, *, option: str = "--data") -> Path | None:
+    """The LoCoMo file or folder: ``explicit``, ``$MEMSIM_LOCOMO_DATA``, then the fetched copy; ``None`` when none
+    is set and nothing was fetched. Raises :class:`DataPathError` when a given path does not exist."""
+    given = _given(explicit, LOCOMO_ENV, option)
+    if given is not None:
+        path, source = given
+        if not path.exists():
+            raise DataPathError(f"{path}: no such file or folder ({source})")
+        return path
+    return cached_locomo()
+
+
+def resolve_locomo(explicit: Path | str | None = None, *, option: str = "--data") -> Path:
+    """Like :func:`find_locomo`, but nothing found is an error saying how to get the data."""
+    path = find_locomo(explicit, option=option)
+    if path is None:
+        raise DataPathError(f"{dataset_dir('locomo') / LOCOMO_FILE}: LoCoMo data not found; run `memsim data fetch "
+                            f"locomo`, pass {option} PATH or set ${LOCOMO_ENV}")
+    return path
+
+
+def find_agentfly(explicit: Path | str | None = None, *, option: str = "--data-dir") -> Path | None:
+    """The AgentFly corpora folder: ``explicit``, ``$MEMSIM_AGENTFLY_DATA``, then the fetched copy; ``None`` when none
+    is set and nothing was fetched. Raises :class:`DataPathError` when a given path is not a folder or holds none
+    of the known files."""
+    given = _given(explicit, AGENTFLY_ENV, option)
+    if given is not None:
+        path, source = given
+        if not path.exists():
+            raise DataPathError(f"{path}: no such folder ({source})")
+        if not path.is_dir():
+            raise DataPathError(f"{path}: not a folder ({source}); give the folder holding the AgentFly files")
+        if not any((path / f).is_file() for f in AGENTFLY_FILES):
+            raise DataPathError(f"{path}: holds none of {', '.join(AGENTFLY_FILES)} ({source}); put the AgentFly "
+                                "files side by side in one folder")
+        return path
+    return cached_agentfly()
+
+
+def resolve_agentfly(explicit: Path | str | None = None, *, option: str = "--data-dir") -> Path:
+    """Like :func:`find_agentfly`, but nothing found is an error saying how to get the data."""
+    path = find_agentfly(explicit, option=option)
+    if path is None:
+        raise DataPathError(f"{dataset_dir('agentfly')}: AgentFly corpora not found; run `memsim data fetch "
+                            f"agentfly`, pass {option} DIR or set ${AGENTFLY_ENV}")
+    return path
