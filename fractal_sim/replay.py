@@ -48,6 +48,17 @@ def _need(cond: bool, where: str, what: str) -> None:
         raise ScriptError(f"{where}: {what}")
 
 
+def _only(value: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    """Refuse keys outside ``allowed`` (a misspelled key would otherwise be ignored: ``txt:`` writing an empty file)."""
+    unknown = sorted(str(k) for k in value if k not in allowed)
+    _need(not unknown, where, f"unknown keys {unknown} (allowed: {', '.join(allowed)})")
+
+
+def _count(value: Any, where: str, what: str) -> None:
+    _need(value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0), where,
+          f"{what} must be a whole number >= 0")
+
+
 def _parse_action(item: Any, where: str) -> Any:
     _need(isinstance(item, dict) and len(item) == 1, where, "an action is a mapping with exactly one key")
     (kind, arg), = item.items()
@@ -56,6 +67,8 @@ def _parse_action(item: Any, where: str) -> Any:
         if isinstance(arg, str):
             return arg, ""
         _need(isinstance(arg, dict) and isinstance(arg.get("path"), str), where, f"{kind} needs a path")
+        _only(arg, {"write": ("path", "text"), "safe_replace": ("path", "text"), "open": ("path", "mode")}.get(
+            kind, ("path",)), where)
         text = arg.get("text", "")
         _need(isinstance(text, str), where, "text must be a string")
         return arg["path"], text
@@ -78,6 +91,7 @@ def _parse_action(item: Any, where: str) -> Any:
             command, ok = arg, True
         else:
             _need(isinstance(arg, dict) and "command" in arg, where, "run needs a command")
+            _only(arg, ("command", "ok"), where)
             command, ok = arg["command"], arg.get("ok", True)
         _need(isinstance(command, str) or (isinstance(command, list) and all(isinstance(c, str) for c in command)),
               where, "command must be a string or a list of strings")
@@ -100,6 +114,17 @@ def _parse_trace(value: Any, where: str) -> Any:
     known = {"status", "model", "iterations", "duration_ms", "usage_main", "usage_sub", "step_input_tokens"}
     unknown = set(value) - known
     _need(not unknown, where, f"unknown trace keys {sorted(unknown)}")
+    for usage in ("usage_main", "usage_sub"):
+        if isinstance(value.get(usage), dict):
+            _only(value[usage], tuple(TokenUsage.model_fields), f"{where}.{usage}")
+            for key in ("input_tokens", "output_tokens", "cache_hits"):
+                _count(value[usage].get(key), f"{where}.{usage}", key)
+    _count(value.get("iterations"), where, "iterations")
+    _count(value.get("duration_ms"), where, "duration_ms")
+    steps = value.get("step_input_tokens")
+    _need(steps is None or isinstance(steps, list), where, "step_input_tokens must be a list")
+    for i, n in enumerate(steps or []):
+        _count(n, where, f"step_input_tokens[{i}]")
     _need(value.get("status", "completed") in ("in_progress", "completed", "max_iterations", "error"), where,
           "status must be in_progress, completed, max_iterations or error")
     try:
@@ -120,10 +145,12 @@ def _parse_outcome(value: Any, where: str) -> Any:
     if kind == "return":
         arg = arg or {}
         _need(isinstance(arg, dict), where, "return takes {response, changed_files}")
+        _only(arg, ("response", "changed_files"), where)
         return Return(arg.get("response", "ok"), arg.get("changed_files", []))  # types checked by the adapter
     if kind == "raise":
         arg = {"message": arg} if isinstance(arg, str) else (arg or {})
         _need(isinstance(arg, dict), where, "raise takes a message or {message, trace, attach}")
+        _only(arg, ("message", "trace", "attach"), where)
         attach = arg.get("attach", "self")
         _need(attach in ("self", "cause"), where, "attach must be 'self' or 'cause'")
         return Raise(str(arg.get("message", "agent failed")), trace=arg.get("trace"), attach=attach)
@@ -147,6 +174,7 @@ def parse_replay_script(data: Any) -> ReplayScript:
     if isinstance(data, list):
         data = {"turns": data}
     _need(isinstance(data, dict), "script", "expected a mapping with 'turns' (or a list of turns)")
+    _only(data, ("files", "turns"), "script")
     files = data.get("files") or {}
     _need(isinstance(files, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()),
           "files", "expected a mapping of relative path -> text")
