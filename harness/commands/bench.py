@@ -122,7 +122,17 @@ def locomo(
         "--conversation", help="Sample id to run (repeatable, e.g. conv-26); default all loaded.")] = None,
     arms: Annotated[str | None, typer.Option(
         "--arms", help="Comma-separated arms (full,last20,bm25,mean,hybrid,oracle,oracle-nodate,fractal,np-pooler,"
-                       "np-mean,pm,tortoise) or all/baselines/designs; default all.")] = None,
+                       "np-mean,pm,tortoise) or all/baselines/designs; default all (with --protocol locomo-paper: "
+                       "default designs, 'none' for the retriever rows alone).")] = None,
+    protocol: Annotated[str, typer.Option(
+        "--protocol", help="'designs': every arm's delivered vs stored evidence, tokens and time; 'locomo-paper': "
+                           "the LoCoMo paper's retrieval protocol (dialog, observation and summary units, its k "
+                           "grid and recall rule) beside the published table, plus the design arms at their own "
+                           "K.")] = "designs",
+    retrievers: Annotated[str | None, typer.Option(
+        "--retrievers", help="With --protocol locomo-paper: comma-separated bm25, minilm, hybrid, "
+                             "two-tower:QUERY_MODEL,CONTEXT_MODEL (local model folders); default "
+                             "bm25,minilm,hybrid.")] = None,
     k: Annotated[list[int] | None, typer.Option("--k", min=1, help="Top-K of ranked arms (repeatable; default 4 "
                                                                    "and 8).")] = None,
     quick: QuickOpt = False,
@@ -137,6 +147,13 @@ def locomo(
 ) -> None:
     """Real LoCoMo conversations through Fractal, AgentFly NP/PM, Tortoise and baselines: per arm what is stored,
     what is delivered for each question (evidence recall), at how many tokens and how much time."""
+    if protocol not in ("designs", "locomo-paper"):
+        raise fail(f"unknown --protocol {protocol!r}; choose designs or locomo-paper")
+    if protocol == "locomo-paper":
+        _locomo_paper(data, conversation, arms, retrievers, k, quick, lm, out, seed, progress)
+        return
+    if retrievers is not None:
+        raise fail("--retrievers applies to --protocol locomo-paper only")
     from benchmarks import locomo as mod
     from harness.workloads.locomo import LocomoDataError, resolve_locomo_path
 
@@ -146,6 +163,26 @@ def locomo(
         raise fail(str(exc)) from None
     _run(mod.run, out, quick, progress, seed=seed, data=data, conversations=conversation, arms=arms,
          k_values=tuple(k or (4, 8)), lm=lm, lm_base=lm_base, echo=console.print)
+
+
+def _locomo_paper(data: Path | None, conversation: list[str] | None, arms: str | None, retrievers: str | None,
+                  k: list[int] | None, quick: bool, lm: str | None, out: Path | None, seed: int,
+                  progress: bool) -> None:
+    """``memsim bench locomo --protocol locomo-paper``: check the options, then run the paper protocol."""
+    from benchmarks import locomo_paper as paper
+    from harness.workloads.locomo import LocomoDataError, resolve_locomo_path
+    from harness.workloads.paper_protocol import parse_retrievers
+
+    if lm:
+        raise fail("--lm applies to --protocol designs only (the paper protocol scores retrieval, not answers)")
+    try:  # options and data are checked (or refused) before any work starts
+        resolve_locomo_path(data)
+        parse_retrievers(retrievers)
+        paper.parse_arm_option(arms)
+    except (LocomoDataError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    _run(paper.run, out, quick, progress, seed=seed, data=data, conversations=conversation, retrievers=retrievers,
+         arms=arms, k_values=tuple(k or (4, 8)), echo=console.print)
 
 
 @app.command()

@@ -60,8 +60,12 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str], workdir: Path
                      k_values: tuple[int, ...] = (4, 8), others: tuple[Conversation, ...] = (), lm: str | None = None,
                      quick: bool = False, seed: int = 0, track: Track | None = None,
                      answerer: Answerer | None = None, counter: TokenCounter | None = None,
-                     echo: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """All arms over one conversation; returns a JSON-serialisable result with ``arms`` and ``records``."""
+                     echo: Callable[[str], None] | None = None,
+                     on_delivery: Callable[[str, Probe, Delivery], None] | None = None) -> dict[str, Any]:
+    """All arms over one conversation; returns a JSON-serialisable result with ``arms`` and ``records``.
+    ``on_delivery(row, probe, delivery)`` (optional) sees every delivered row as it is recorded (the paper protocol
+    scores the delivered ids and text with its own rules); an arm that later fails is reported ``error`` here, so a
+    caller keeps only rows of arms whose status is ``ok``."""
     track = track or _no_track
     counter = counter or token_counter()
     turns = conv.turns()
@@ -103,6 +107,8 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str], workdir: Path
                     raise RuntimeError(f"deliver() returned no row {', '.join(missing)}")
                 for row in arm.rows:
                     d = got[row]
+                    if on_delivery is not None:
+                        on_delivery(row, probe, d)
                     rec = probe_record(conv.sample_id, probe, row, d, stored, lat, counter)
                     rec["meta"] = compact_meta(d.meta)
                     if answerer is not None:
