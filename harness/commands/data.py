@@ -102,6 +102,9 @@ def fetch(
     timeout: Annotated[float, typer.Option(min=1.0, help="Seconds to wait for a server to connect or send "
                                                          "before giving up on it.")] = 30.0,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a download progress bar.")] = True,
+    list_only: Annotated[bool, typer.Option(
+        "--list", help="Print each file's URL, where it goes and its sha256 (to place it by hand), and whether it is "
+                       "there already; download nothing.")] = False,
 ) -> None:
     """Download LoCoMo (locomo10.json, all ten conversations) and the AgentFly corpora (memory, training_data,
     dummy_memo, deepresearcher), each pinned to one upstream commit and checked against its sha256.
@@ -120,9 +123,18 @@ def fetch(
     from harness.datapaths import AGENTFLY_ENV, LOCOMO_ENV, data_home
 
     try:
-        files_for(dataset)
+        files = files_for(dataset)
     except ValueError as exc:
         raise fail(str(exc)) from None
+    if list_only:
+        from harness.datafetch import sha256_of
+
+        for f in files:
+            dest = f.destination()
+            state = ("present" if sha256_of(dest) == f.sha256 else "checksum differs") if dest.is_file() else "absent"
+            console.print(f"{f.dataset}/{f.name}: {state}\n  url    {f.url}\n  place  {dest}\n  sha256 {f.sha256}",
+                          soft_wrap=True)
+        return
     got: list[FetchResult] = []
 
     def report(r: FetchResult) -> None:

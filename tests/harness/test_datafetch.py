@@ -474,3 +474,21 @@ def test_data_check_locomo_folder_with_a_directory_and_a_duplicate_conversation(
     (folder / "copy.json").write_bytes(src.read_bytes())
     reps = {Path(r.path).name: r for r in check_locomo(folder)}
     assert reps["copy.json"].usable and any("same turns" in q for q in reps[src.name].quirks + reps["copy.json"].quirks)
+
+
+def test_cli_fetch_list_names_url_place_and_sha256_without_the_network(home, tmp_path, monkeypatch) -> None:
+    body = b'{"question": "q", "plan": "p", "reward": 1}\n'
+    reg = (DataFile("agentfly", "dummy_memo.jsonl", f"http://127.0.0.1:{_refusing_port()}/m",
+                    hashlib.sha256(body).hexdigest()),
+           DataFile("agentfly", "memory.jsonl", f"http://127.0.0.1:{_refusing_port()}/p", "22" * 32))
+    monkeypatch.setattr(datafetch, "REGISTRY", reg)
+    (home / "agentfly").mkdir(parents=True)
+    (home / "agentfly" / "dummy_memo.jsonl").write_bytes(body)
+    (home / "agentfly" / "memory.jsonl").write_bytes(body)
+    r = _cli(["data", "fetch", "agentfly", "--list"])
+    assert r.exit_code == 0, r.output
+    assert _lines(r.stdout) == [
+        "agentfly/dummy_memo.jsonl: present", f"  url    {reg[0].url}",
+        f"  place  {home / 'agentfly' / 'dummy_memo.jsonl'}", f"  sha256 {reg[0].sha256}",
+        "agentfly/memory.jsonl: checksum differs", f"  url    {reg[1].url}",
+        f"  place  {home / 'agentfly' / 'memory.jsonl'}", f"  sha256 {reg[1].sha256}"]
