@@ -357,7 +357,7 @@ def readme_section(payload: dict[str, Any]) -> str:
         "",
         f"`memsim bench locomo` puts {len(convs)} public LoCoMo conversations "
         f"({sum(x['n_turns'] for x in convs)} turns, {sum(x['n_probes'] for x in convs)} questions with annotated "
-        "evidence turns; data in `../shared/data/locomo`, never committed) through Fractal, AgentFly NP (faithful "
+        "evidence turns; the data is fetched by `memsim data fetch locomo`, never committed) through Fractal, AgentFly NP (faithful "
         "pooler and mean pooling), AgentFly PM (a classifier trained leave-one-conversation-out on LoCoMo evidence: a "
         "non-faithful labelling, AGF-35), Tortoise (volunteered block and upstream's evaluation path) and six "
         "baselines. For each question it records the exact text each arm would put in front of the model and which "

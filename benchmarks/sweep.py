@@ -31,7 +31,7 @@ Cells per benchmark:
   code path as ``memsim bench cbr-loop`` (:func:`benchmarks.cbr_loop.run_arm`). One row per cell.
 - ``locomo``: config ``{"arms": "a,b", "k": [4, 8], "data": PATH}``, size ``{"conversation": "conv-26",
   "quick": false}``; the arms of ``memsim bench locomo`` over that conversation (the data path defaults to
-  ``$MEMSIM_LOCOMO_DATA``). One row per delivered row, headline metrics only (no timings).
+  ``$MEMSIM_LOCOMO_DATA``, else the copy ``memsim data fetch locomo`` placed in the data folder). One row per delivered row, headline metrics only (no timings).
 
 Aggregation: for every (size, row, metric), the mean over seeds and a two-sided 95% t interval
 (mean +- t_{0.975, n-1} * sd / sqrt(n)). Differences listed under ``compare`` are paired by seed (both rows of one
@@ -438,7 +438,7 @@ def _cbr_cell(seed: int, config: dict[str, Any], size: dict[str, Any]) -> list[d
 def _locomo_cell(seed: int, config: dict[str, Any], size: dict[str, Any]) -> list[dict[str, Any]]:
     """Every delivered row of the LoCoMo arms on one conversation, as ``memsim bench locomo`` runs them.
 
-    config ``{"arms": "a,b" (default: the benchmark's), "k": [4, 8], "data": PATH (default $MEMSIM_LOCOMO_DATA)}``,
+    config ``{"arms": "a,b" (default: the benchmark's), "k": [4, 8], "data": PATH (default $MEMSIM_LOCOMO_DATA, else the fetched copy)}``,
     size ``{"conversation": "conv-26", "quick": false}``. Rows carry the headline (categories 1-4) metrics of
     :data:`LOCOMO_METRICS` only: latencies and ingest times are measurements, not functions of the cell."""
     import shutil
