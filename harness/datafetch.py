@@ -156,6 +156,11 @@ def files_for(which: str, registry: Sequence[DataFile] | None = None) -> list[Da
     return [f for f in registry if f.dataset == which]
 
 
+def _kept(existing: str | None) -> str:
+    """What a failed fetch says about a file already under the name with another checksum (it is not touched)."""
+    return f"; the file there now (sha256 {existing}) is kept as it is" if existing else ""
+
+
 def _by_hand(f: DataFile, dest: Path) -> str:
     return f"to place it by hand, download it on a connected machine and save it as {dest} (sha256 {f.sha256})"
 
@@ -193,8 +198,10 @@ def fetch_file(f: DataFile, *, home: Path | None = None, progress: ProgressLike 
     import requests
 
     dest = f.destination(home)
-    if dest.is_file() and sha256_of(dest) == f.sha256:
+    existing = sha256_of(dest) if dest.is_file() else None
+    if existing == f.sha256:
         return dest, False
+    kept = _kept(existing)
     new_dirs = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]  # removed again if left empty
     pooch.get_logger().setLevel(logging.WARNING)
     registry = pooch.create(path=dest.parent, base_url="", registry={f.name: f"sha256:{f.sha256}"},
@@ -204,19 +211,19 @@ def fetch_file(f: DataFile, *, home: Path | None = None, progress: ProgressLike 
         registry.fetch(f.name, downloader=dl)
     except requests.exceptions.HTTPError as exc:
         code = exc.response.status_code if exc.response is not None else "an error"
-        raise FetchError("http", f, f"{f.url}: the server answered HTTP {code}; {_by_hand(f, dest)}") from None
+        raise FetchError("http", f, f"{f.url}: the server answered HTTP {code}; {_by_hand(f, dest)}{kept}") from None
     except requests.exceptions.RequestException as exc:
         if dl.received:
             raise FetchError("interrupted", f, f"{f.url}: the download broke off after {dl.received} bytes "
                                                f"({_reason(exc)}); nothing was kept, run the fetch again or "
-                                               f"{_by_hand(f, dest)}") from None
+                                               f"{_by_hand(f, dest)}{kept}") from None
         why = _reason(exc)
-        raise FetchError("unreachable", f, f"cannot reach {f.url} ({why}); {_by_hand(f, dest)}", why) from None
+        raise FetchError("unreachable", f, f"cannot reach {f.url} ({why}); {_by_hand(f, dest)}{kept}", why) from None
     except ValueError as exc:
         if "hash" not in str(exc).lower():
             raise
         raise FetchError("checksum", f, f"{f.url}: refused, the downloaded bytes have sha256 {dl.got_sha256}, not "
-                                        f"the pinned {f.sha256}; nothing was stored") from None
+                                        f"the pinned {f.sha256}; nothing was stored{kept}") from None
     except OSError as exc:
         raise FetchError("storage", f, f"{exc.filename or dest}: cannot store the download "
                                        f"({exc.strerror or exc})") from None
@@ -265,9 +272,10 @@ def fetch(which: str = "all", *, registry: Sequence[DataFile] | None = None, hom
     for f in files_for(which, registry):
         dest = f.destination(home)
         host = urlsplit(f.url).netloc
-        if if_reachable and host in dead_hosts and not (dest.is_file() and sha256_of(dest) == f.sha256):
+        existing = sha256_of(dest) if dest.is_file() else None
+        if if_reachable and host in dead_hosts and existing != f.sha256:
             _add(results, FetchResult(f, "unreachable", dest, f"cannot reach {f.url} ({dead_hosts[host]}); "
-                                                              f"{_by_hand(f, dest)}"), on_result)
+                                                              f"{_by_hand(f, dest)}{_kept(existing)}"), on_result)
             continue
         try:
             path, downloaded = fetch_file(f, home=home, progress=progress(f) if progress else None,
