@@ -372,3 +372,32 @@ def test_real_conversation_quirk_is_counted_and_costs_recall() -> None:
     scored = [r for r in res.recall[len(conv.turns())] if r is not None]
     # with every turn retrieved, exactly the never-fully-recallable questions stay below 1
     assert sum(1 for r in scored if r < 1) == pp.quirk_counts(conv)["questions_never_fully_recallable"] > 0
+
+
+# ------------------------------------------------------------------------------------------------ claims XD-11, XD-12
+def _claim_conversation_loaded() -> bool:
+    path = find_locomo_path()
+    return path is not None and any(c.sample_id == "conv-26" for c in load_locomo(path))
+
+
+@pytest.mark.skipif(not _claim_conversation_loaded(), reason="LoCoMo conversation conv-26 not found")
+def test_xd11_xd12_hold_and_turn_refuted_when_the_rule_is_broken(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.claims import all_claims
+    from harness.ledger import run_claim
+
+    def verdict(cid: str) -> str:
+        (c,) = all_claims(ids=[cid])
+        return run_claim(c).verdict
+
+    assert verdict("XD-11") == "holds" and verdict("XD-12") == "holds"
+    real = pp.question_recall
+
+    def split_recall(evidence, retrieved, *, session_rule=False):  # the "fix" upstream does not make
+        parts = [p.strip() for e in evidence for p in e.replace(";", " ").split()]
+        return real(parts, retrieved, session_rule=session_rule)
+
+    monkeypatch.setattr(pp, "question_recall", split_recall)
+    assert verdict("XD-12") == "refuted"
+    monkeypatch.undo()
+    monkeypatch.setattr(pp, "observation_units", pp.dialog_units)  # observations no better than turns
+    assert verdict("XD-11") == "refuted"
