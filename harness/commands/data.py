@@ -65,10 +65,10 @@ def check(
                    f"${LOCOMO_ENV}, or run `memsim data fetch`)")
     reports = []
     if agentfly is not None:
-        console.print(f"AgentFly: {agentfly}")
+        console.print(f"AgentFly: {agentfly}", soft_wrap=True)
         reports += check_agentfly(agentfly)
     if locomo is not None:
-        console.print(f"LoCoMo: {locomo}")
+        console.print(f"LoCoMo: {locomo}", soft_wrap=True)
         reports += check_locomo(locomo)
     table = Table(title="memsim data check", show_lines=True)
     for col in ("file", "what", "rows", "shapes (keys: rows)", "facts", "quirks"):

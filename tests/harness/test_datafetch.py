@@ -493,3 +493,14 @@ def test_cli_fetch_list_names_url_place_and_sha256_without_the_network(home, tmp
         f"  place  {home / 'agentfly' / 'dummy_memo.jsonl'}", f"  sha256 {reg[0].sha256}",
         "agentfly/memory.jsonl: checksum differs", f"  url    {reg[1].url}",
         f"  place  {home / 'agentfly' / 'memory.jsonl'}", f"  sha256 {reg[1].sha256}"]
+
+
+@needs_agentfly
+def test_data_check_without_options_checks_the_fetched_copy(home) -> None:
+    (home / "agentfly").mkdir(parents=True)
+    for f in datafetch.files_for("agentfly"):
+        (home / "agentfly" / f.name).symlink_to(AGENTFLY_DEV / f.name)
+    r = _cli(["data", "check"])
+    assert r.exit_code == 0, r.output
+    assert f"AgentFly: {home / 'agentfly'}" in r.stdout and "LoCoMo:" not in r.stdout
+    assert "4 file(s) usable" in r.stdout
