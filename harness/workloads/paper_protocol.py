@@ -245,6 +245,15 @@ class MiniLMRetriever(_DenseRetriever):
         return self._encode([text])[0]
 
 
+def _load(cls: Any, name: str, what: str) -> Any:
+    """``cls.from_pretrained(name)``, or a one-line ``ValueError`` naming the folder (nothing is downloaded)."""
+    try:
+        return cls.from_pretrained(name)
+    except Exception as exc:  # transformers raises OSError, ValueError or its own errors for a bad folder
+        msg = " ".join(str(exc).split())[:200]
+        raise ValueError(f"{name}: cannot load the two-tower {what} ({msg})") from None
+
+
 class TwoTowerRetriever(_DenseRetriever):
     """Two transformers encoders (query, context): CLS vector of ``last_hidden_state``, dot product, no
     normalisation; the query model's tokenizer tokenises both sides (padding, truncation to its max length)."""
@@ -254,9 +263,9 @@ class TwoTowerRetriever(_DenseRetriever):
         from transformers import AutoModel, AutoTokenizer
 
         self.name = f"{TWO_TOWER}:{query_model},{context_model}"
-        self.tokenizer = AutoTokenizer.from_pretrained(query_model)
-        self.query_encoder = AutoModel.from_pretrained(query_model).eval()
-        self.context_encoder = AutoModel.from_pretrained(context_model).eval()
+        self.tokenizer = _load(AutoTokenizer, query_model, "query model tokenizer")
+        self.query_encoder = _load(AutoModel, query_model, "query model").eval()
+        self.context_encoder = _load(AutoModel, context_model, "context model").eval()
         self.batch_size = batch_size
 
     def _cls(self, model: Any, texts: list[str]) -> np.ndarray:

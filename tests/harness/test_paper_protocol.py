@@ -359,6 +359,13 @@ def test_cli_protocol_and_one_line_errors(tmp_path: Path) -> None:
         assert bad.exit_code == 1 and needle in text and "Traceback" not in bad.output, bad.output
         assert text.startswith("error:") and "Error:" not in text.split("error:", 1)[1][:30]
     assert not (tmp_path / "x").exists()
+    missing = runner.invoke(app, ["bench", "locomo", "--protocol", "locomo-paper", "--data", str(f), "--arms", "none",
+                                  "--retrievers", f"two-tower:{tmp_path / 'nq'},{tmp_path / 'nc'}", "--out",
+                                  str(tmp_path / "y")])
+    text = " ".join(missing.output.split())
+    assert missing.exit_code == 1 and "Traceback" not in missing.output
+    assert text.startswith("error:") and "cannot load the two-tower query model" in text and "nq" in text, text
+    assert not (tmp_path / "y" / "locomo-paper.json").exists()
 
 
 @pytest.mark.skipif(find_locomo_path() is None, reason="LoCoMo data not found")
