@@ -141,6 +141,7 @@ class Check:
     duplicates: list[str] = field(default_factory=list)
     disagree: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    acked: int = 0  # items acknowledged before the crash (set by the explorer, not by the scenario's check)
 
     @property
     def outcome(self) -> str:
@@ -151,6 +152,19 @@ class Check:
 
 class Acks(list[str]):
     """Items acknowledged to the caller (the API call returned), in order."""
+
+
+class _TimedAcks(Acks):
+    """Acks that note how many hook events had happened when each item was acknowledged."""
+
+    def __init__(self, hook: CrashHook) -> None:
+        super().__init__()
+        self.hook = hook
+        self.at: list[int] = []
+
+    def append(self, item: str) -> None:
+        super().append(item)
+        self.at.append(len(self.hook.events))
 
 
 RunFn = Callable[[Path, Any, str, Acks], None]
@@ -214,7 +228,9 @@ class SequenceResult:
             "steps": self.steps, "step_count": len(self.steps), "step_events": self.step_events,
             "crash_points": len(self.points),
             "outcomes": self.counts(), "lost_points": self.lost_points,
-            "duplicate_points": self.duplicate_points, "seconds": round(self.seconds, 2),
+            "duplicate_points": self.duplicate_points,
+            "refused_restarts": sum(1 for p in self.points if p.check.start == "clear_error"),
+            "seconds": round(self.seconds, 2),
             "failures": [{"point": p.point.label(), "outcome": p.outcome, "acked": p.acked,
                           "lost": p.check.lost[:5], "duplicates": p.check.duplicates[:5],
                           "disagree": p.check.disagree[:5], "start": p.check.start, "notes": p.check.notes[:3]}
@@ -260,6 +276,24 @@ def clean_crash_points(scenario: Scenario, mode: str, base: Path | None = None) 
     return events, crash_points(events)
 
 
+def acked_before(scenario: Scenario, mode: str, base: Path | None = None) -> list[tuple[CrashPoint, int]]:
+    """Every crash point of a clean run with the number of items the run had acknowledged before it: a point
+    with 0 can only test that nothing half-done survives, a point after an acknowledgement also tests that
+    nothing acknowledged is lost. ``RuntimeError`` when the clean run fails its own checks."""
+    root = _fresh_dir(base, scenario.sequence)
+    try:
+        hook = CrashHook()
+        acks = _TimedAcks(hook)
+        with _quiet():
+            scenario.run(root, hook, mode, acks)
+            clean = scenario.check(root, list(acks), mode)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if clean.outcome != "ok":
+        raise RuntimeError(f"{scenario.sequence} ({mode}): the clean run already fails its checks: {clean}")
+    return [(p, sum(1 for a in acks.at if a <= p.index)) for p in crash_points(hook.events)]
+
+
 def crash_at(scenario: Scenario, mode: str, root: Path, point: CrashPoint) -> Check:
     """Run ``scenario`` under ``root`` (an empty folder) crashing at ``point``, then its restart check. Unlike
     :func:`explore` it keeps ``root`` and lets any other exception of the run or the check propagate."""
@@ -268,7 +302,9 @@ def crash_at(scenario: Scenario, mode: str, root: Path, point: CrashPoint) -> Ch
         scenario.run(root, CrashHook(point), mode, acks)
     except Crash:
         pass
-    return scenario.check(root, list(acks), mode)
+    check = scenario.check(root, list(acks), mode)
+    check.acked = len(acks)
+    return check
 
 
 def explore(scenario: Scenario, mode: str, *, base: Path | None = None,
@@ -304,6 +340,7 @@ def explore(scenario: Scenario, mode: str, *, base: Path | None = None,
                                   notes=[f"restart raised {type(exc).__name__}: {str(exc)[:160]}"])
                 if acks_note:
                     check.notes.append(acks_note)
+                check.acked = len(acks)
             results.append(PointResult(point, check.outcome, hook.fired is not None, len(acks), check))
         finally:
             shutil.rmtree(root, ignore_errors=True)

@@ -41,6 +41,7 @@ def build_report(results: list[SequenceResult], kills: list[dict[str, Any]] | No
         totals[f"{r.mode}_lost_points"] += r.lost_points
         totals[f"{r.mode}_duplicate_points"] += r.duplicate_points
         totals[f"{r.mode}_not_ok_points"] += sum(1 for p in r.points if p.outcome != "ok")
+        totals[f"{r.mode}_refused_restarts"] += sum(1 for p in r.points if p.check.start == "clear_error")
     return {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": platform.python_version(),
             "seconds": round(seconds, 1), "totals": dict(totals), "sequences": seqs, "kills": kills or [],
             "concurrency": concurrency or []}
@@ -59,13 +60,15 @@ def render_md(report: dict[str, Any]) -> str:
              "keep 0, 1, half or all but one of its new bytes); after each crash the design restarted from disk "
              "through its own loaders and its invariants were checked. A crash point counts under every failure "
              "it shows (lost acknowledged items, duplicates, files that disagree, a restart that fails without "
-             "naming the file).", "",
+             "naming the file). A restart refused with an error naming the file is counted ok for the design but shown "
+             "under *refused*: a hardened option is held to a clean restart.", "",
              "| design | sequence | mode | steps | step events | crash points | ok | lost | duplicate | disagree | "
-             "start error | s |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "start error | refused | s |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in report["sequences"]:
         ok, lost, dup, dis, se = _outcome_cols(s["outcomes"])
         lines.append(f"| {s['design']} | {s['sequence']} | {s['mode']} | {s['step_count']} | {s['step_events']} | "
-                     f"{s['crash_points']} | {ok} | {lost} | {dup} | {dis} | {se} | {s['seconds']} |")
+                     f"{s['crash_points']} | {ok} | {lost} | {dup} | {dis} | {se} | {s.get('refused_restarts', '-')} | "
+                     f"{s['seconds']} |")
     t = report["totals"]
     lines += ["", "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(t.items())), ""]
     lines += ["## Durable steps per sequence", ""]
@@ -151,6 +154,7 @@ def merge_reports(existing: Path, new: dict[str, Any]) -> dict[str, Any]:
         totals[f"{s['mode']}_lost_points"] += s["lost_points"]
         totals[f"{s['mode']}_duplicate_points"] += s["duplicate_points"]
         totals[f"{s['mode']}_not_ok_points"] += s["crash_points"] - s["outcomes"].get("ok", 0)
+        totals[f"{s['mode']}_refused_restarts"] += s.get("refused_restarts", 0)
     out["totals"] = dict(totals)
     out["seconds"] = round(sum(s["seconds"] for s in out["sequences"])
                            + sum(k.get("child_seconds", 0) + k.get("check_seconds", 0) for k in out["kills"])

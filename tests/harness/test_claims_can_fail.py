@@ -55,3 +55,33 @@ def test_tor15_refuted_when_the_nand_weight_changes(monkeypatch: pytest.MonkeyPa
     assert _verdict("TOR-15") == "holds"
     monkeypatch.setattr(ep, "NAND_BASE_WEIGHT", 4.0)
     assert _verdict("TOR-15") == "refuted"
+
+
+def test_rel07_refuted_when_a_later_write_can_lose_an_acknowledged_one(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path) -> None:
+    """A diary that rewrites its whole page on every write (delete, then re-create every entry) loses acknowledged
+    entries when a crash hits the rewrite: only crash points after an acknowledgement can see it, and the claim's
+    pre-acknowledgement picks all stay ok."""
+    from harness.claims import ClaimContext
+    from tortoise_sim.sdk import Tortoise
+
+    real = Tortoise.diary_write
+
+    def rewriting_diary_write(self, agent_name, entry, topic=None, wing=None):
+        old = [r["content"] for r in reversed(self.diary_read(agent_name, last_n=50))]
+        with self.store.operation():
+            self.store.query("MATCH (n:Point) WHERE n.pointKind = 'diary' AND n.authoredBy = $a DETACH DELETE n",
+                             {"a": agent_name})
+        out = None
+        for e in [*old, entry]:
+            out = real(self, agent_name, e, topic, wing)
+        return out
+
+    monkeypatch.setattr(Tortoise, "diary_write", rewriting_diary_write)
+    (c,) = all_claims(ids=["REL-07"])
+    obs = c.demonstrate(ClaimContext(tmp_path=tmp_path, seed=0, data_dir=None, quick=True))
+    assert obs.verdict == "refuted"
+    failing = obs.measured["not_ok"]
+    assert failing and all(k.startswith("tortoise.diary:") and k.endswith("(after an ack)") for k in failing)
+    assert "lost" in " ".join(failing.values())
+    assert all(p["outcome"] == "ok" and p["acked"] == 0 for p in obs.measured["picked"].values())

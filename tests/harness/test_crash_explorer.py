@@ -121,3 +121,24 @@ def test_rel02_refuted_when_atomic_saves_write_in_place(monkeypatch: pytest.Monk
     (rel02,) = all_claims(ids=["REL-02"])
     obs = rel02.demonstrate(ClaimContext(tmp_path=tmp_path, seed=0, data_dir=None, quick=True))
     assert obs.verdict == "refuted"
+
+
+def test_a_restart_refused_with_a_clear_error_is_ok_for_the_explorer_but_not_for_a_hardened_claim() -> None:
+    from harness.claims.harness_reliability import _all_ok
+
+    def refusing_check(root: Path, acks: list[str], mode: str) -> Check:
+        c = _toy_check(root, acks, mode)
+        if mode == "hardened":
+            c.start = "clear_error"  # e.g. "error: <file>: unreadable": names the file, but nothing restarts
+            c.lost = []
+        return c
+
+    refusing = Scenario("toy", "toy.refuse", "restart refuses", _toy_run, refusing_check)
+    res = explore(refusing, "hardened")
+    assert all(p.outcome == "ok" for p in res.points) and all(p.check.start == "clear_error" for p in res.points)
+    assert res.as_dict()["refused_restarts"] == len(res.points)
+    obs = _all_ok({p.point.label(): p.check for p in res.points[:2]}, "")
+    assert obs.verdict == "refuted" and obs.measured["mismatches"]["restarts_not_clean"]["observed"]
+    good = explore(TOY, "hardened")
+    assert good.as_dict()["refused_restarts"] == 0
+    assert _all_ok({p.point.label(): p.check for p in good.points[:2]}, "").verdict == "holds"
