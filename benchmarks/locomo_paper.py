@@ -131,6 +131,9 @@ def _design_rows(chosen: list[Conversation], loaded: list[Conversation], names: 
                         collected.setdefault((arm, row), []).extend(seen.get(row, []))
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
+    for arm in status:  # an arm that gave no row anywhere is still listed, with its reasons
+        if arm not in row_arm.values():
+            row_arm[arm] = arm
     rows: list[dict[str, Any]] = []
     for row, arm in row_arm.items():
         recs = collected.get((arm, row), [])

@@ -408,3 +408,37 @@ def test_xd11_xd12_hold_and_turn_refuted_when_the_rule_is_broken(monkeypatch: py
     monkeypatch.undo()
     monkeypatch.setattr(pp, "observation_units", pp.dialog_units)  # observations no better than turns
     assert verdict("XD-11") == "refuted"
+
+
+def test_design_arm_unavailable_everywhere_is_still_listed(tmp_path: Path) -> None:
+    from benchmarks import locomo_paper as lp
+
+    f = tmp_path / "conv-bare.json"
+    f.write_text(json.dumps(conv_json(recorded=False)), encoding="utf-8")
+    paths = lp.run(tmp_path / "out", data=f, retrievers="bm25", arms="tortoise-recorded")
+    payload = json.loads(paths[0].read_text(encoding="utf-8"))
+    assert payload["design_rows"]
+    for row in payload["design_rows"]:  # every row the arm names, each with the reason, never dropped
+        assert row["arm"] == "tortoise-recorded" and row["recall"]["overall"] is None and row["n_questions"] == 0
+        [gone] = row["unavailable"]
+        assert gone["conversation"] == "conv-bare" and gone["reason"].startswith("unavailable: ")
+    obs = [r for r in payload["rows"] if r["unit"] == "observation"]
+    assert all(r["recall"]["overall"] is None and r["unavailable"] for r in obs)
+    md = paths[1].read_text(encoding="utf-8")
+    assert "Design rows not measured on some conversations" in md and "Rows unavailable for some" in md
+
+
+def test_design_arm_that_cannot_be_built_is_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import locomo_paper as lp
+    from harness.workloads import runner
+    from harness.workloads.arms import ArmUnavailable
+
+    def no_arm(entry, ctx):
+        raise ArmUnavailable("arm 'oracle' unavailable: test")
+
+    monkeypatch.setattr(runner, "build_arm", no_arm)
+    f = tmp_path / "conv-t.json"
+    f.write_text(json.dumps(conv_json()), encoding="utf-8")
+    payload = json.loads(lp.run(tmp_path / "out", data=f, retrievers="bm25", arms="oracle")[0].read_text())
+    [row] = payload["design_rows"]
+    assert row["retriever"] == "oracle" and row["unavailable"][0]["reason"].endswith("unavailable: test")
