@@ -1,4 +1,4 @@
-"""Engines: each issue-12 speed-up measured side by side with the code it replaces, in one run.
+"""Engines: each engine speed-up measured side by side with the code it replaces, in one run.
 
 Four sections, each "before" = the previous implementation kept as a named option, "after" = the new default:
 
@@ -13,7 +13,9 @@ Four sections, each "before" = the previous implementation kept as a named optio
    the store does not time MiniLM): the first volunteer call after a capture with ``search_cache_mode="rebuild"``
    vs ``"incremental"`` (the same store, alternating), hits compared with the Kuzu scan; cache memory (numeric
    arrays; the float32 matrix dominates) against what the previous cache held (raw + unit float32 and a float64
-   filtered copy).
+   filtered copy). This is the in-process cache refresh only (``volunteer_context`` in the process that
+   captured): the path a user runs, a hook process through the resident service, is timed by
+   ``benchmarks.serve``, whose figure the rendered levels show as the one "first volunteer after a capture".
 4. **NP**: NP cached vs NP faithful at the shipped bank's 1,278 cases (before = batch-path query encode, after =
    ``embed_one``), identical top-8 checked; and the index side at 1e6 random unit keys: torch top-k vs the FAISS
    backend vs raw FAISS ``IndexFlatIP``, identical top-k checked.
@@ -323,7 +325,7 @@ def plot(res: dict[str, Any]) -> Any:
     labels.append(f"dream pass\n{dm['factors']:,} factors (s)")
     before.append(dm["before"]["wall_s"])
     after.append(dm["after"]["wall_s"])
-    labels.append(f"1st volunteer after\ncapture, {ca['points']:,} pts (s)")
+    labels.append(f"1st volunteer after capture,\nin-process, {ca['points']:,} pts (s)")
     before.append(ca["rebuild_median_ms"] / 1000)
     after.append(ca["incremental_median_ms"] / 1000)
     if res.get("np_bank"):
@@ -343,7 +345,7 @@ def plot(res: dict[str, Any]) -> Any:
     ax.set_yscale("log")
     ax.set_xticks(x, labels, fontsize=8)
     ax.set_ylabel("time (log scale; unit in the label)")
-    ax.set_title("Issue 12 engines: before vs after, same run (label = speed-up)")
+    ax.set_title("Engines: before vs after, same run (label = speed-up)")
     ax.set_ylim(top=max(before + after) * 8)
     ax.legend(loc="upper left", fontsize=8, ncol=2)
     ax.grid(True, axis="y", which="both", alpha=0.3)
@@ -351,8 +353,24 @@ def plot(res: dict[str, Any]) -> Any:
     return fig
 
 
-def levels(res: dict[str, Any]) -> list[dict[str, Any]]:
+def levels(res: dict[str, Any], serve: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The expected levels, computed from the measured sections. ``serve``: the ``serve.json`` payload of the same
+    results folder, when there is one: the "first volunteer after a capture" level is judged on its number (a
+    hook through the service, the path a user runs); this run's in-process figure is a separate, qualified level.
+    ``met`` is None where the number is not in the folder."""
     ep, dm, ca, ni = res["ep"], res["dream"], res["cache"], res["np_index"]
+    if serve is not None and serve.get("rows"):
+        from benchmarks.serve import first_volunteer_after_capture
+
+        fv = first_volunteer_after_capture(serve["rows"])
+        user_path = {"level": f"first volunteer after a capture at {fv['points']:,} points <= {fv['target_ms']} ms, "
+                              "through the service (the path a user runs; from serve.json)",
+                     "measured": f"hook p50 {fv['hook_p50_ms']:.0f} ms" if fv["hook_p50_ms"] is not None else "n/a",
+                     "met": fv["met"] if fv["hook_p50_ms"] is not None else None}
+    else:
+        user_path = {"level": "first volunteer after a capture at 1e5 points <= 100 ms, through the service (the path "
+                              "a user runs)", "measured": "not in this results folder: run `memsim bench serve`",
+                     "met": None}
     out = [
         {"level": "pure run_ep on the 2,000-factor ep_scaling graph >= 3x faster than the reference engine",
          "measured": f"{ep['ratio']:.1f}x ({ep['reference_s']:.1f} s -> {ep['batched_s']:.1f} s), bit-identical "
@@ -363,7 +381,9 @@ def levels(res: dict[str, Any]) -> list[dict[str, Any]]:
                      f"{dm['after']['load_s']:.1f}, EP {dm['after']['ep_s']:.1f}, flush+events "
                      f"{dm['after']['flush_s']:.1f} s); same rows {dm['same_points']}, same feed {dm['same_feed']}",
          "met": dm["after"]["wall_s"] <= 15 and dm["factors"] >= 10000},
-        {"level": "first volunteer after a capture at 1e5 points <= 100 ms",
+        user_path,
+        {"level": "in-process cache refresh only (volunteer_context in the capturing process; no service, no hook "
+                  "process): first volunteer after a capture at 1e5 points <= 100 ms",
          "measured": f"{ca['incremental_median_ms']:.0f} ms at {ca['points']:,} (rebuild "
                      f"{ca['rebuild_median_ms']:.0f} ms); scan agreement {ca['scan_agreement']}",
          "met": ca["incremental_median_ms"] <= 100 and ca["points"] >= 100000},
@@ -419,10 +439,24 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Any = None,
         res["np_index"] = np_index_section(sizes["np_index"], 30, seed)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    res["levels"] = levels(res)
+    serve_json = out_dir / "serve.json"
+    serve = json.loads(serve_json.read_text(encoding="utf-8")) if serve_json.is_file() else None
+    res["levels"] = levels(res, serve)
     meta = {"machine": machine_description(), "seeds": {"graph": seed}, "quick": quick, "sizes": sizes,
             "wall_s": time.perf_counter() - t_start}
-    ep, dm, ca, ni, nb = res["ep"], res["dream"], res["cache"], res["np_index"], res["np_bank"]
+    payload = {"meta": meta, **res}
+    return write_results(out_dir, NAME, payload, render_md(payload), plot(res))
+
+
+def _met(x: bool | None) -> str:
+    return "n/a" if x is None else "yes" if x else "no"
+
+
+def render_md(payload: dict[str, Any]) -> str:
+    """engines.md from the engines.json payload (every number and level read from it)."""
+    meta = payload["meta"]
+    ep, dm, ca, ni, nb = (payload["ep"], payload["dream"], payload["cache"], payload["np_index"],
+                          payload.get("np_bank"))
     rows = [
         ["run_ep, ep_scaling graph", f"{ep['factors']:,} factors", f"{ep['reference_s']:.2f} s",
          f"{ep['batched_s']:.2f} s", f"{ep['ratio']:.1f}x",
@@ -430,8 +464,9 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Any = None,
         ["dream pass", f"{dm['factors']:,} factors", f"{dm['before']['wall_s']:.1f} s",
          f"{dm['after']['wall_s']:.1f} s", f"{dm['ratio']:.1f}x",
          f"same rows {dm['same_points']}, same feed {dm['same_feed']}"],
-        ["1st volunteer after a capture", f"{ca['points']:,} points", f"{ca['rebuild_median_ms']:.0f} ms",
-         f"{ca['incremental_median_ms']:.0f} ms", f"{ca['ratio']:.0f}x", f"scan agreement {ca['scan_agreement']}"],
+        ["1st volunteer after a capture, in-process cache refresh only (no service)", f"{ca['points']:,} points",
+         f"{ca['rebuild_median_ms']:.0f} ms", f"{ca['incremental_median_ms']:.0f} ms", f"{ca['ratio']:.0f}x",
+         f"scan agreement {ca['scan_agreement']}"],
         ["search cache arrays", f"{ca['points']:,} points", f"{ca['previous_cache_array_mb']:.0f} MB",
          f"{ca['cache_array_mb']:.0f} MB", f"{ca['previous_cache_array_mb'] / ca['cache_array_mb']:.1f}x", ""],
         ["NP index side (top-8)", f"{ni['cases']:,} cases", f"{ni['torch_ms']:.2f} ms", f"{ni['faiss_backend_ms']:.2f} ms",
@@ -444,18 +479,28 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Any = None,
                      f"faithful {nb['faithful_ms']:.0f} ms: {nb['ratio_before']:.0f}x -> {nb['ratio_after']:.0f}x; "
                      f"identical top-8 {nb['identical_top8']}"])
     phases = [[k, f"{dm['before'][k + '_s']:.2f}", f"{dm['after'][k + '_s']:.2f}"] for k in ("load", "ep", "flush")]
-    lv = [[x["level"], x["measured"], "yes" if x["met"] else "no"] for x in res["levels"]]
-    md = ("# Engines: issue-12 speed-ups against the code they replace, same run\n\n"
-          "Before = the previous implementation, kept as a named option (`run_ep(engine=\"reference\")`, one feed "
-          "transaction per ConfidenceChanged event, `store.search_cache_mode = \"rebuild\"`, the batch-path query "
-          "encode, the torch top-k); after = the new default or backend. Results are compared in the same run "
-          "(columns on the right).\n\n"
-          + md_table(["what", "size", "before", "after", "speed-up", "checks"], rows) + "\n\n"
-          "Dream pass phases (s):\n\n" + md_table(["phase", "before", "after"], phases) + "\n\n"
-          "Expected levels (issue 12):\n\n" + md_table(["level", "measured", "met"], lv) + "\n\n"
-          + meta_block(meta) + "\n")
-    paths = write_results(out_dir, NAME, {"meta": meta, **res}, md, plot(res))
-    return paths
+    lv = [[x["level"], x["measured"], _met(x["met"])] for x in payload["levels"]]
+    return ("# Engines: speed-ups against the code they replace, same run\n\n"
+            "Before = the previous implementation, kept as a named option (`run_ep(engine=\"reference\")`, one feed "
+            "transaction per ConfidenceChanged event, `store.search_cache_mode = \"rebuild\"`, the batch-path query "
+            "encode, the torch top-k); after = the new default or backend. Results are compared in the same run "
+            "(columns on the right). The first volunteer after a capture is timed here in the capturing process "
+            "only (the search-cache refresh); a user's hook goes through the resident service, timed by "
+            "`memsim bench serve` (serve.json), and the levels below judge that figure.\n\n"
+            + md_table(["what", "size", "before", "after", "speed-up", "checks"], rows) + "\n\n"
+            "Dream pass phases (s):\n\n" + md_table(["phase", "before", "after"], phases) + "\n\n"
+            "Expected levels:\n\n" + md_table(["level", "measured", "met"], lv) + "\n\n"
+            + meta_block(meta) + "\n")
+
+
+def rerender(out_dir: Path) -> list[Path]:
+    """Recompute the levels of ``out_dir/engines.json`` from its measured sections (and ``serve.json`` beside
+    it, if any) and rewrite ``engines.json`` and ``engines.md``; nothing is re-measured, the figure is kept."""
+    payload = json.loads((out_dir / f"{NAME}.json").read_text(encoding="utf-8"))
+    serve_json = out_dir / "serve.json"
+    payload["levels"] = levels(payload, json.loads(serve_json.read_text(encoding="utf-8"))
+                               if serve_json.is_file() else None)
+    return write_results(out_dir, NAME, payload, render_md(payload), None)
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
@@ -463,8 +508,14 @@ def main(argv: list[str] | None = None) -> list[Path]:
     ap.add_argument("--quick", action="store_true", help="small sizes")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--render", action="store_true",
+                    help="re-render engines.{json,md} in --out from its engines.json (and serve.json) without "
+                         "measuring")
     args = ap.parse_args(argv)
-    paths = run(args.out or default_out_dir(args.quick), quick=args.quick, seed=args.seed)
+    if args.render:
+        paths = rerender(args.out or default_out_dir(args.quick))
+    else:
+        paths = run(args.out or default_out_dir(args.quick), quick=args.quick, seed=args.seed)
     for p in paths:
         print(f"wrote {p}")
     return paths

@@ -411,6 +411,29 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+FIRST_VOLUNTEER_TARGET_MS = 100
+
+
+def _ms(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.0f} ms"
+
+
+def first_volunteer_after_capture(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The one "first volunteer after a capture" number of the largest store: the hook a harness spawns, through
+    the service, right after a capture returned (``first_after_capture``, spawn to JSON on stdout). The service's
+    socket call alone (``first_call_after_capture``) and the capture's own time are returned beside it, as
+    qualifiers; the in-process figure of ``benchmarks.engines`` (no service, no hook process) is another."""
+    big = max(rows, key=lambda r: r["points"])
+    f, fc = big.get("first_after_capture") or {}, big.get("first_call_after_capture") or {}
+    refresh = big.get("cache_refresh_s")
+    hook = f.get("p50_ms")
+    return {"points": big["points"], "hook_p50_ms": hook, "hook_max_ms": f.get("max_ms"),
+            "service_call_p50_ms": fc.get("p50_ms"), "service_call_max_ms": fc.get("max_ms"),
+            "capture_p50_ms": (big.get("capture_s") or {}).get("p50_ms"),
+            "cache_refresh_ms": None if refresh is None else 1000 * refresh,
+            "target_ms": FIRST_VOLUNTEER_TARGET_MS, "met": hook is not None and hook <= FIRST_VOLUNTEER_TARGET_MS}
+
+
 def levels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     big = max(rows, key=lambda r: r["points"])
@@ -430,15 +453,14 @@ def levels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "measured": f"{load['errors']} errors in {load['hooks']} hooks, {load['capture_errors']} "
                                 f"failed captures of {load['captures']}",
                     "met": load["errors"] == 0 and load["capture_errors"] == 0})
-    f = big.get("first_after_capture") or {}
-    fc = big.get("first_call_after_capture") or {}
-    out.append({"level": f"first volunteer call after a capture <= 100 ms at {big['points']:,} points",
-                "measured": f"service call p50 {fc.get('p50_ms', float('nan')):.0f} ms / max "
-                            f"{fc.get('max_ms', float('nan')):.0f} ms; hook end to end p50 "
-                            f"{f.get('p50_ms', float('nan')):.0f} ms (the capture itself: p50 "
-                            f"{(big.get('capture_s') or {}).get('p50_ms', float('nan')):.0f} ms incl. the cache "
-                            f"refresh, last refresh {1000 * (big.get('cache_refresh_s') or float('nan')):.0f} ms)",
-                "met": (fc.get("p50_ms") or 1e9) <= 100})
+    fv = first_volunteer_after_capture(rows)
+    out.append({"level": f"first volunteer after a capture <= {fv['target_ms']} ms at {fv['points']:,} points, "
+                         "through the service as a harness runs it (hook spawn to JSON)",
+                "measured": f"hook p50 {_ms(fv['hook_p50_ms'])} / max {_ms(fv['hook_max_ms'])}; qualified: the "
+                            f"service's socket call alone p50 {_ms(fv['service_call_p50_ms'])} / max "
+                            f"{_ms(fv['service_call_max_ms'])}; the capture itself p50 {_ms(fv['capture_p50_ms'])} "
+                            f"incl. the cache refresh (last refresh {_ms(fv['cache_refresh_ms'])})",
+                "met": fv["met"]})
     rss = big.get("service_rss_end_bytes")
     out.append({"level": f"service memory <= 1 GB at {big['points']:,} points",
                 "measured": f"{rss / 2**20:.0f} MiB RSS" if rss else "n/a", "met": bool(rss) and rss <= 1e9})
@@ -491,7 +513,7 @@ def render_markdown(p: dict[str, Any]) -> str:
                                          [[b["points"], b["embed_s"], b["load_s"], b["bytes"] / 2**20,
                                            b["cached"]] for b in p["builds"]], ".1f"), ""]
     lines += ["## Ratios", ""] + [f"- {r['text']}" for r in p["ratios"]] + [""]
-    lines += ["## Expected levels (issue 12)", "",
+    lines += ["## Expected levels", "",
               md_table(["level", "measured", "met"], [[lv["level"], lv["measured"], "yes" if lv["met"] else "NO"]
                                                       for lv in p["levels"]]), ""]
     return "\n".join(lines)
@@ -559,7 +581,22 @@ def figure(p: dict[str, Any]) -> Any:
     return fig
 
 
+def rerender(out_dir: Path) -> list[Path]:
+    """Recompute the ratios and levels of ``out_dir/serve.json`` from its measured rows and rewrite
+    ``serve.json`` and ``serve.md`` (the figure is kept as it is: it shows measured rows only). Nothing is
+    re-measured."""
+    payload = json.loads((out_dir / "serve.json").read_text(encoding="utf-8"))
+    payload["ratios"] = ratios(payload["rows"])
+    payload["levels"] = levels(payload["rows"])
+    return write_results(out_dir, "serve", payload, render_markdown(payload), None)
+
+
 if __name__ == "__main__":  # pragma: no cover
     from benchmarks.common import default_out_dir
 
-    run(Path(sys.argv[1]) if len(sys.argv) > 1 else default_out_dir())
+    if sys.argv[1:2] == ["--render"]:  # python -m benchmarks.serve --render DIR: re-render DIR/serve.json
+        for written in rerender(Path(sys.argv[2]) if len(sys.argv) > 2 else default_out_dir()):
+            print(f"wrote {written}")
+    else:
+        for written in run(Path(sys.argv[1]) if len(sys.argv) > 1 else default_out_dir()):
+            print(f"wrote {written}")

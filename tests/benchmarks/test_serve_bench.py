@@ -53,3 +53,15 @@ def test_bad_output_detection():
     assert serve._bad({**ok, "rc": 2}) == "exit 2"
     assert serve._bad({**ok, "stdout": "not json\n"}) == "output is not one line of harness JSON"
     assert serve._bad({**ok, "stderr": "Traceback (most recent call last)"}) == "traceback on stderr"
+
+
+def test_first_volunteer_after_a_capture_is_one_number_the_hook_through_the_service():
+    rows = _rows()
+    rows[1] = dict(rows[1], first_after_capture=_s(274), first_call_after_capture=_s(388))
+    fv = serve.first_volunteer_after_capture(rows)
+    assert fv["points"] == 100_000 and fv["hook_p50_ms"] == 274 and fv["service_call_p50_ms"] == 388
+    (lv,) = [x for x in serve.levels(rows) if x["level"].startswith("first volunteer after a capture")]
+    assert lv["met"] is False and lv["measured"].startswith("hook p50 274 ms")
+    assert "qualified: the service's socket call alone p50 388 ms" in lv["measured"]
+    rows[1] = dict(rows[1], first_after_capture=_s(80))
+    assert serve.first_volunteer_after_capture(rows)["met"] is True
