@@ -85,3 +85,30 @@ def test_rel07_refuted_when_a_later_write_can_lose_an_acknowledged_one(monkeypat
     assert failing and all(k.startswith("tortoise.diary:") and k.endswith("(after an ack)") for k in failing)
     assert "lost" in " ".join(failing.values())
     assert all(p["outcome"] == "ok" and p["acked"] == 0 for p in obs.measured["picked"].values())
+
+
+def test_rel03_refuted_when_only_the_case_is_lost(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """A driver that appends the training pairs before the result line: a crash after the result append then
+    loses the case but not the pairs, which a check of the case alone cannot tell apart from AGF-38."""
+    from agentfly_sim.bank import dumps_line, pair_row
+    from agentfly_sim.driver import PMDriver
+    from harness.claims import ClaimContext
+
+    real = PMDriver._append_result
+
+    def pairs_first(self, record):
+        cases = record.get("retrieved_cases") or []
+        if cases:
+            self._makedirs_for(self.cfg.training_data_path)
+            with open(self.resolve(self.cfg.training_data_path), "a", encoding="utf-8") as f:
+                for case in cases:
+                    f.write(dumps_line(pair_row(record["query"], case, record["judgement"] == "correct")))
+        real(self, {**record, "retrieved_cases": list(cases)})
+        cases.clear()  # the driver's own pair append after the result now has nothing to write
+
+    monkeypatch.setattr(PMDriver, "_append_result", pairs_first)
+    (c,) = all_claims(ids=["REL-03"])
+    obs = c.demonstrate(ClaimContext(tmp_path=tmp_path, seed=0, data_dir=None, quick=True))
+    assert obs.verdict == "refuted"
+    assert obs.measured["failed_checks"] == ["the in-flight question's training pairs are lost",
+                                             "both belong to the same question"]
