@@ -298,7 +298,8 @@ def rel_13(ctx: ClaimContext) -> Observation:
     return Observation.from_checks(
         {"all children died of SIGKILL": all(r["killed"] for r in runs),
          "AgentFly faithful loses the case": bool(by[("agentfly.pm", "faithful")].get("lost")),
-         "AgentFly journal loses nothing": by[("agentfly.pm", "hardened")]["outcome"] == "ok",
+         "AgentFly journal loses nothing and restarts cleanly": by[("agentfly.pm", "hardened")]["outcome"] == "ok"
+            and by[("agentfly.pm", "hardened")]["start"] == "ok",
          "Tortoise reopens after a kill mid-transaction": by[("tortoise.capture", "faithful")]["start"] == "ok"},
         measured={f"{s} {m}": {k: r.get(k) for k in ("outcome", "lost", "disagree", "start")}
                   for (s, m), r in by.items()}, evidence=json.dumps(runs)[:1800])

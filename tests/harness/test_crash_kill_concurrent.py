@@ -16,14 +16,14 @@ def test_kill_fractal_faithful_keeps_acked_turn_and_hardened_leaves_only_a_temp_
     r = kill_run(_plan("fractal.submit", "faithful"), timeout=60)
     assert r["killed"] and r["outcome"] == "ok" and r["acked"] == 1
     r = kill_run(_plan("fractal.submit", "hardened"), timeout=60)
-    assert r["killed"] and r["outcome"] == "ok" and len(r["leftover_temp_files"]) == 1
+    assert r["killed"] and r["outcome"] == "ok" and r["start"] == "ok" and len(r["leftover_temp_files"]) == 1
 
 
 def test_kill_agentfly_after_result_append() -> None:
     r = kill_run(_plan("agentfly.pm", "faithful"), timeout=60)
     assert r["killed"] and r["lost"] and "suppressed by restart" in r["lost"][0]  # AGF-38 in a real process
     r = kill_run(_plan("agentfly.pm", "hardened"), timeout=60)
-    assert r["killed"] and r["outcome"] == "ok"
+    assert r["killed"] and r["outcome"] == "ok" and r["start"] == "ok"
 
 
 def test_kill_tortoise_mid_transaction_recovers_from_wal() -> None:
