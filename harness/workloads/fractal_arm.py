@@ -122,12 +122,14 @@ class FractalArm:
             state.history = history
 
     def deliver(self, probe: Probe) -> dict[str, Delivery]:
+        started = time.perf_counter()
         call = self._probe_call(probe.question)
         text = call.model_visible_text()
+        row_ms = (time.perf_counter() - started) * 1000  # the design's call; the id matching below is the harness's
         history = call.inputs_json["session_history"]
         meta = {"summary_turns": len(self.runtime.session.state.summary.turns) + 1 if self.runtime else 0,
                 "history_turns": len(history), "instructions_chars": len(call.instructions),
-                "submits": self.submits}
+                "submits": self.submits, "row_ms": round(row_ms, 3)}
         return {"fractal": Delivery(text=text, dia_ids=ids_in_text(text, self.snippets), meta=meta)}
 
     def session_file(self) -> Path:

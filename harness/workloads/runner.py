@@ -2,9 +2,13 @@
 
 For each arm: build it with a fresh ``ArmContext`` (its own work directory), time ``ingest`` over the whole
 conversation, read ``stored()`` once, then time one ``deliver`` per probe and turn every delivered row into a
-``metrics.probe_record``. An arm that cannot be built, or whose ``ingest`` raises ``ArmUnavailable`` (the
-conversation lacks what it needs, e.g. recorded LM outputs), is reported ``unavailable`` with the reason; an
-arm that raises while
+``metrics.probe_record``. The deliver time is split in two where the arm reports its design time per row
+(``meta["row_ms"]``, see ``harness.workloads.base``): ``design_ms`` (that row's time in the design's public API)
+and ``harness_ms`` (the rest of the deliver call: the harness's own provenance matching and rendering, shared by
+the arm's rows); both are None for an arm that does not report it. Arms are named (the registry of
+``harness.workloads.arms``) or given as an ``ArmSpec`` (an external arm loaded with ``--arm-class`` or an entry
+point). An arm that cannot be built, or whose ``ingest`` raises ``ArmUnavailable`` (the conversation lacks
+what it needs, e.g. recorded LM outputs), is reported ``unavailable`` with the reason; an arm that raises while
 ingesting or delivering is reported ``error`` with a one-line message, and its partial records are dropped (so a
 half-run arm never enters an average). Either way the other arms go on. With an ``answerer`` (``--lm``), each
 delivered row's text is answered and scored; without it no answer field exists.
@@ -17,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.workloads.arms import ArmUnavailable, build_arm
+from harness.workloads.arms import ArmSpec, ArmUnavailable, build_arm
 from harness.workloads.base import ArmContext, Delivery
 from harness.workloads.locomo import Conversation, Probe
 from harness.workloads.metrics import TokenCounter, probe_record, token_counter
@@ -56,7 +60,12 @@ def _example(probe: Probe, d: Delivery) -> dict[str, Any]:
             "delivered_ids": sorted(d.dia_ids), "chars": len(d.text), "text_excerpt": text}
 
 
-def run_conversation(conv: Conversation, arm_names: Sequence[str], workdir: Path, *,
+def _row_ms(d: Delivery) -> float | None:
+    v = d.meta.get("row_ms")
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def run_conversation(conv: Conversation, arm_names: Sequence[str | ArmSpec], workdir: Path, *,
                      k_values: tuple[int, ...] = (4, 8), others: tuple[Conversation, ...] = (), lm: str | None = None,
                      quick: bool = False, seed: int = 0, track: Track | None = None,
                      answerer: Answerer | None = None, counter: TokenCounter | None = None,
@@ -69,20 +78,22 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str], workdir: Path
     track = track or _no_track
     counter = counter or token_counter()
     turns = conv.turns()
+    session_of = {t.dia_id: t.session for t in turns}
     out: dict[str, Any] = {
         "conversation": conv.sample_id, "source": conv.source, "n_turns": len(turns),
         "n_sessions": len(conv.sessions), "n_probes": len(conv.probes),
         "categories": {str(c): sum(1 for p in conv.probes if p.category == c) for c in range(1, 6)},
         "quirks": conv.quirk_counts(), "arms": {}, "records": [], "examples": {},
     }
-    for name in arm_names:
+    for entry in arm_names:
+        name = entry.name if isinstance(entry, ArmSpec) else entry
         info: dict[str, Any] = {"status": "ok"}
         out["arms"][name] = info
         ctx = ArmContext(workdir=workdir / conv.sample_id / name, k_values=k_values, seed=seed, others=others,
                          lm=lm, quick=quick)
         ctx.workdir.mkdir(parents=True, exist_ok=True)
         try:
-            arm = build_arm(name, ctx)
+            arm = build_arm(entry, ctx)
         except ArmUnavailable as exc:
             info.update(status="unavailable", message=str(exc))
             if echo:
@@ -105,11 +116,16 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str], workdir: Path
                 missing = [r for r in arm.rows if r not in got]
                 if missing:
                     raise RuntimeError(f"deliver() returned no row {', '.join(missing)}")
+                design = {row: _row_ms(got[row]) for row in arm.rows}
+                split = all(v is not None for v in design.values())
+                harness_ms = max(0.0, lat - sum(v or 0.0 for v in design.values())) if split else None
                 for row in arm.rows:
                     d = got[row]
                     if on_delivery is not None:
                         on_delivery(row, probe, d)
-                    rec = probe_record(conv.sample_id, probe, row, d, stored, lat, counter)
+                    rec = probe_record(conv.sample_id, probe, row, d, stored, lat, counter, session_of)
+                    rec["design_ms"] = design[row] if split else None
+                    rec["harness_ms"] = harness_ms
                     rec["meta"] = compact_meta(d.meta)
                     if answerer is not None:
                         rec.update(answerer(probe, d.text))

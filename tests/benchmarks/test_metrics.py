@@ -1,9 +1,11 @@
-"""In-house ranking metrics agree with pytrec_eval on a small synthetic run."""
+"""Ranking metrics: the in-house ones agree with pytrec_eval; the LoCoMo delivered-text metrics (cl100k tokens,
+LongMemEval ranked metrics) on hand-made cases."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import pytrec_eval
 
 from benchmarks.metrics import (
     evaluate_run,
@@ -14,8 +16,6 @@ from benchmarks.metrics import (
     top_k_from_scores,
 )
 from harness.worlds import CBRWorld
-
-pytrec_eval = pytest.importorskip("pytrec_eval")
 
 
 def _trec_inputs(rankings, qrels):
@@ -72,3 +72,49 @@ def test_top_k_is_stable_among_ties() -> None:
     scores = np.array([0.5, 0.9, 0.9, 0.1, 0.9])
     assert list(top_k_from_scores(scores, 3)) == [1, 2, 4]
     assert list(top_k_from_scores(scores, 10)) == [1, 2, 4, 0, 3]
+
+
+# --------------------------------------------------------------------------------- LoCoMo delivered-text metrics
+def test_cl100k_counts_equal_tiktoken_directly() -> None:
+    import tiktoken
+
+    from harness.workloads.metrics import TokenCounter
+
+    counter = TokenCounter()  # loads cl100k_base from the file bundled with litellm (sets TIKTOKEN_CACHE_DIR)
+    enc = tiktoken.get_encoding("cl100k_base")
+    texts = ["", "hello world", "[D1:3] 1:56 pm on 8 May, 2023 | Caroline: I went to the LGBTQ support group.",
+             "Ünïcödé — emoji 🐢 and <|endoftext|> as plain text", "a " * 500]
+    for t in texts:
+        assert counter.count_cl100k(t) == len(enc.encode(t, disallowed_special=()))
+    assert counter.count_cl100k("hello world") == 2  # two cl100k tokens ("hello", " world")
+    # WordPiece and cl100k are different units: the same text does not count the same in general
+    long = texts[2]
+    assert counter.count(long) != counter.count_cl100k(long)
+
+
+def test_ranked_metrics_hand_made_case() -> None:
+    from harness.workloads.metrics import delivered_ranking, ranked_metrics
+
+    session_of = {f"D{s}:{t}": s for s in (1, 2, 3) for t in range(1, 5)}
+    # rank 1 D1:1, rank 2 D1:2 (evidence), rank 3 a unit with no turn, rank 4 a repeat of D1:2, rank 5 D3:1,
+    # rank 6 D2:1 (evidence)
+    ranking = delivered_ranking({"ranked_ids": ["D1:1", "D1:2", "?", "D1:2", "D3:1", "D2:1"]})
+    got = ranked_metrics(ranking, ["D1:2", "D2:1"], session_of)
+    assert got is not None
+    turn, sess = got["turn"], got["session"]
+    # turn level: one of two evidence turns in the top 5 (at rank 2), both in the top 10 (ranks 2 and 6)
+    assert turn["recall_any@5"] == 1.0 and turn["recall_all@5"] == 0.0
+    assert turn["recall_any@10"] == 1.0 and turn["recall_all@10"] == 1.0
+    idcg = 1 + 1 / np.log2(3)
+    assert turn["ndcg_any@5"] == pytest.approx((1 / np.log2(3)) / idcg)
+    assert turn["ndcg_any@10"] == pytest.approx((1 / np.log2(3) + 1 / np.log2(7)) / idcg)
+    # session level: sessions by first occurrence S1, S3, S2 against evidence sessions {S1, S2}
+    assert sess["recall_any@5"] == 1.0 and sess["recall_all@5"] == 1.0
+    assert sess["ndcg_any@5"] == pytest.approx((1 + 1 / np.log2(4)) / idcg)
+    # the repeat does not earn credit twice; a row that ranks nothing relevant scores 0
+    miss = ranked_metrics(["D3:1", "D3:2"], ["D1:1"], session_of)
+    assert miss["turn"]["recall_any@10"] == 0.0 and miss["session"]["ndcg_any@10"] == 0.0
+    # a unit tagged with several turns is flattened in place; no valid evidence -> no ranked metrics
+    assert delivered_ranking({"ranked": [["D1:1", "D1:2"], "D2:1"]}) == ["D1:1", "D1:2", "D2:1"]
+    assert delivered_ranking({"k": 4}) is None
+    assert ranked_metrics(["D1:1"], ["D9:9"], session_of) is None
