@@ -414,6 +414,7 @@ def figure(payload: dict[str, Any]) -> Any:
         ax.set_xscale("log")
         ks = list(K_GRID[unit])
         ax.set_xticks(ks, [str(k) for k in ks])
+        ax.minorticks_off()
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("overall recall (all five categories)")
@@ -425,16 +426,15 @@ def figure(payload: dict[str, Any]) -> Any:
             continue
         ax.scatter([r["tokens_cl100k"]], [r["recall"]["overall"]], color=colors[r["retriever"]],
                    marker=markers[r["unit"]], s=30)
-    for r in payload.get("design_rows") or []:
-        if r["recall"]["overall"] is None or not r["tokens_cl100k"]:
-            continue
+    shown = [r for r in payload.get("design_rows") or [] if r["recall"]["overall"] is not None and r["tokens_cl100k"]]
+    for j, r in enumerate(sorted(shown, key=lambda r: r["tokens_cl100k"])):
         ax.scatter([r["tokens_cl100k"]], [r["recall"]["overall"]], color="black", marker="D", s=36)
         ax.annotate(r["retriever"], (r["tokens_cl100k"], r["recall"]["overall"]), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")
+                    xytext=(4, 4 if j % 2 else -10), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_xlabel("reader context, cl100k tokens per question (log)")
-    ax.set_title("recall vs tokens (o dialog, ^ observation, s summary, D design)")
-    ax.set_ylim(0, 1.02)
+    ax.set_title("recall vs tokens\n(o dialog, ^ observation, s summary; black D: design rows)")
+    ax.set_ylim(-0.04, 1.04)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
