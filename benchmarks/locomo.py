@@ -9,8 +9,11 @@ conversation (``harness.workloads.runner``), and writes:
   status (an unavailable or failing arm is listed with its reason), data quirks counted, peak memory, wall time;
   the figure is recall versus delivered tokens (one point per row, log x) and per-category recall bars.
 
-``--quick`` runs one conversation cut to its first sessions and a few probes (about a minute). The arms and the
-metrics are documented in their modules; nothing here depends on which conversations are loaded.
+``--quick`` runs one conversation (the first loaded, or each one named with ``--conversation``) cut to its first
+sessions and a few probes (about a minute per conversation). ``--arm-class package.module:Class`` adds an external
+arm behind the same protocol. The JSON records the wall time and peak memory against the full design run's levels
+(``levels``). ``python -m benchmarks.locomo --docs`` renders ``docs/locomo.md`` from the committed JSON. The arms
+and the metrics are documented in their modules; nothing here depends on which conversations are loaded.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import (
+    RESULTS_DIR,
     _jsonable,
     machine_description,
     md_table,
@@ -33,7 +37,7 @@ from benchmarks.common import (
     set_torch_threads,
     write_results,
 )
-from harness.workloads.arms import SPECS, parse_arms
+from harness.workloads.arms import SPECS, ArmSpec, load_arm_class, parse_arms
 from harness.workloads.locomo import (
     CATEGORY_NAMES,
     Conversation,
@@ -41,7 +45,7 @@ from harness.workloads.locomo import (
     resolve_locomo_path,
     select_conversations,
 )
-from harness.workloads.metrics import HEADLINE_CATEGORIES, summarize
+from harness.workloads.metrics import HEADLINE_CATEGORIES, RANKED_LEVELS, RANKED_METRICS, summarize
 from harness.workloads.runner import run_conversation
 
 NAME = "locomo"
@@ -50,6 +54,7 @@ FENCE = "`" * 3
 SKIP_META = ("k", "cached_texts_per_probe", "epochs", "negatives_per_positive", "min_confidence")
 QUICK_SESSIONS = 3
 QUICK_PROBES = 6
+DOCS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "locomo.md"
 
 
 def _peak_rss_mb() -> float:
@@ -57,6 +62,18 @@ def _peak_rss_mb() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return max(own, kids) / 1024
+
+
+LEVEL_WALL_S = 15 * 60
+LEVEL_PEAK_BYTES = 4e9
+
+
+def levels(wall_s: float, peak_rss_mb: float) -> dict[str, Any]:
+    """The full design run's expected levels (at most 15 minutes of wall time and 4 GB = 4e9 bytes of peak
+    resident memory) against what this run measured."""
+    gb = peak_rss_mb * 2**20 / 1e9
+    return {"wall_s": {"measured": wall_s, "max": LEVEL_WALL_S, "met": wall_s <= LEVEL_WALL_S},
+            "peak_rss_gb": {"measured": gb, "max": LEVEL_PEAK_BYTES / 1e9, "met": gb <= LEVEL_PEAK_BYTES / 1e9}}
 
 
 def quick_slice(conv: Conversation) -> Conversation:
@@ -153,25 +170,26 @@ def markdown(payload: dict[str, Any]) -> str:
     out.append("Every arm ingests the same conversation in order and is then asked every probe. *Recall* is the "
                "share of a probe's evidence turns whose content is in the delivered text; *stored* the share "
                "the arm keeps anywhere in its memory. Headline = categories 1-4 (category 5 is adversarial). "
-               "Tokens: MiniLM WordPiece of the delivered text (chars/4 beside it). *Answer tokens present*: share "
+               "Tokens: tiktoken cl100k_base of the delivered text (the unit of published tokens-per-query "
+               "figures), MiniLM WordPiece and chars/4 beside it. *Answer tokens present*: share "
                "of the gold answer's normalised tokens found in the delivered text (a lexical ceiling, not an "
-               "accuracy)." + ("" if lm else " No `--lm` was given: there are no answer scores."))
+               "accuracy). *Probe ms*: one deliver call of the arm (all its rows), including the harness's own "
+               "provenance matching; *design ms*: the row's time in the design's public API; *harness ms*: the "
+               "rest of the deliver call (n/a where the arm does not separate them)."
+               + ("" if lm else " No `--lm` was given: there are no answer scores."))
     out.append("")
-    head = ["row", "arm", "recall", "all-evidence", "stored recall", "tokens/probe", "chars/4", "turns/probe",
-            "answer tokens present", "ingest ms/turn", "probe ms p50", "probe ms p95"]
-    if lm:
-        head.append("answer F1")
-    table = []
-    for r in order:
-        h = rows[r]["headline"]
-        line = [r, rows[r]["arm"], h["evidence_recall"], h["all_evidence_rate"], h["stored_recall"],
-                _f(h["tokens_mean"], ".0f"), _f(h["chars4_mean"], ".0f"), _f(h["delivered_turns"], ".1f"),
-                h["answer_present"], _f(rows[r]["ingest_ms_per_turn"], ".2f"), _f(h["latency_ms_median"], ".2f"),
-                _f(h["latency_ms_p95"], ".2f")]
-        if lm:
-            line.append(h.get("f1"))
-        table.append(line)
-    out += ["## Headline (categories 1-4)", "", md_table(head, table), ""]
+    out += ["## Headline (categories 1-4)", "", headline_table(rows, order, lm=bool(lm)), ""]
+    ranked = [r for r in order if rows[r]["headline"].get("ranked")]
+    if ranked:
+        out += ["## Ranked metrics (LongMemEval's, categories 1-4)", "",
+                "Rows whose delivery is a ranking (" + ", ".join(ranked) + "); the other rows deliver a whole "
+                "transcript, a fixed window, the annotation (oracles), a whole prompt (Fractal) or a gated block "
+                "(Tortoise's volunteered block), none of which is ranked. recall_any@k: at least one evidence "
+                "turn (session) in the top k; recall_all@k: all of them; ndcg_any@k: nDCG@k with binary "
+                "relevance (pytrec_eval). The ranking is the row's delivered one, so a row that ranks fewer than "
+                "k units is scored on those.", ""]
+        for level in RANKED_LEVELS:
+            out += [f"### {level.capitalize()} level", "", ranked_table(rows, ranked, level), ""]
     cats = sorted({int(c) for r in rows.values() for c in r["by_category"]})
     ctable = [[r] + [rows[r]["by_category"].get(str(c), {}).get("evidence_recall") for c in cats] for r in order]
     out += ["## Evidence recall per category", "",
@@ -218,8 +236,43 @@ def markdown(payload: dict[str, Any]) -> str:
                                       q[c["conversation"]]["invalid_evidence"],
                                       q[c["conversation"]]["normalised_evidence"],
                                       q[c["conversation"]]["probes_without_evidence"]] for c in convs]), ""]
-    out.append(f"Peak memory {payload['peak_rss_mb']:.0f} MiB. {meta_block(payload['meta'])}")
+    lv = payload.get("levels")
+    level = ""
+    if lv and not payload["config"].get("quick"):
+        level = (f" Levels of the full design run: wall {lv['wall_s']['measured'] / 60:.1f} min (at most "
+                 f"{lv['wall_s']['max'] / 60:.0f}: {'met' if lv['wall_s']['met'] else 'missed'}), peak memory "
+                 f"{lv['peak_rss_gb']['measured']:.2f} GB (at most {lv['peak_rss_gb']['max']:.0f}: "
+                 f"{'met' if lv['peak_rss_gb']['met'] else 'missed'}).")
+    out.append(f"Peak memory {payload['peak_rss_mb']:.0f} MiB.{level} {meta_block(payload['meta'])}")
     return "\n".join(out)
+
+
+def headline_table(rows: dict[str, Any], order: list[str], *, lm: bool = False) -> str:
+    """The headline (categories 1-4) table of the given rows: recall, stored, cl100k tokens first."""
+    head = ["row", "arm", "recall", "all-evidence", "stored recall", "tokens/probe (cl100k)", "WordPiece",
+            "chars/4", "turns/probe", "answer tokens present", "ingest ms/turn", "probe ms p50", "probe ms p95",
+            "design ms p50", "harness ms p50"]
+    if lm:
+        head.append("answer F1")
+    table = []
+    for r in order:
+        h = rows[r]["headline"]
+        line = [r, rows[r]["arm"], h["evidence_recall"], h["all_evidence_rate"], h["stored_recall"],
+                _f(h.get("tokens_cl100k_mean"), ".0f"), _f(h["tokens_mean"], ".0f"), _f(h["chars4_mean"], ".0f"),
+                _f(h["delivered_turns"], ".1f"), h["answer_present"], _f(rows[r]["ingest_ms_per_turn"], ".2f"),
+                _f(h["latency_ms_median"], ".2f"), _f(h["latency_ms_p95"], ".2f"),
+                _f(h.get("design_ms_median"), ".2f"), _f(h.get("harness_ms_median"), ".2f")]
+        if lm:
+            line.append(h.get("f1"))
+        table.append(line)
+    return md_table(head, table)
+
+
+def ranked_table(rows: dict[str, Any], ranked: list[str], level: str) -> str:
+    """LongMemEval's ranked metrics of the ranked rows at one level (``turn`` or ``session``)."""
+    table = [[r, rows[r]["headline"]["ranked"]["n"]] + [rows[r]["headline"]["ranked"][level][m]
+                                                        for m in RANKED_METRICS] for r in ranked]
+    return md_table(["row", "probes"] + list(RANKED_METRICS), table)
 
 
 def _num(v: float) -> str:
@@ -245,13 +298,13 @@ def figure(payload: dict[str, Any]) -> Any:
     for j, r in enumerate(order):
         h = rows[r]["headline"]
         kind = SPECS[rows[r]["arm"]].kind if rows[r]["arm"] in SPECS else "design"
-        x = max(1.0, h["tokens_mean"] or 1.0)
+        x = max(1.0, h.get("tokens_cl100k_mean") or h["tokens_mean"] or 1.0)
         ax1.scatter([x], [h["evidence_recall"]], color=colors[rows[r]["arm"]], marker="s" if kind == "design" else "o",
                     s=55, edgecolors="black", linewidths=0.5)
         ax1.annotate(r, (x, h["evidence_recall"]), fontsize=7, xytext=(5, 4 if j % 2 else -9),
                      textcoords="offset points")
     ax1.set_xscale("log")
-    ax1.set_xlabel("delivered tokens per probe (MiniLM WordPiece, log)")
+    ax1.set_xlabel("delivered tokens per probe (cl100k_base, log)")
     ax1.set_ylabel("evidence recall of delivered text (categories 1-4)")
     ax1.set_ylim(-0.03, 1.05)
     ax1.set_title("recall vs tokens (squares: designs, circles: baselines)")
@@ -275,22 +328,51 @@ def figure(payload: dict[str, Any]) -> Any:
     return fig
 
 
+def _check_out_dir(out_dir: Path) -> None:
+    """Refuse an output path that is (or lies under) an existing file before any work starts."""
+    for p in (out_dir, *out_dir.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise ValueError(f"{p}: the output folder {'is' if p == out_dir else 'lies under'} a file, not a "
+                                 f"folder")
+            return
+
+
+def quick_conversations(chosen: list[Conversation], named: bool) -> list[Conversation]:
+    """``--quick``: every conversation named with ``--conversation``, each cut by ``quick_slice``; without a
+    name, the first loaded conversation only (the quick run is a smoke test, not a sample)."""
+    return [quick_slice(c) for c in (chosen if named else chosen[:1])]
+
+
 def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None = None,
         conversations: list[str] | None = None, arms: str | None = None, k_values: tuple[int, ...] = (4, 8),
         lm: str | None = None, lm_base: str | None = None, track: Callable[..., Any] | None = None,
         echo: Callable[[str], None] | None = None, tmp_dir: Path | None = None,
-        fault_hook: Callable[[str], None] | None = None) -> list[Path]:
-    """Run the LoCoMo benchmark and write ``locomo.{json,md,png}`` (plus per-conversation files) to ``out_dir``."""
+        fault_hook: Callable[[str], None] | None = None, arm_classes: list[str] | None = None) -> list[Path]:
+    """Run the LoCoMo benchmark and write ``locomo.{json,md,png}`` (plus per-conversation files) to ``out_dir``.
+
+    ``arm_classes`` are external arms (``package.module:Class``, see ``harness.workloads.arms.load_arm_class``)
+    run beside ``arms``. With ``quick``, each conversation named in ``conversations`` runs cut short (without
+    names, the first loaded one)."""
     set_torch_threads(1)
     t_start = time.perf_counter()
+    _check_out_dir(out_dir)
     if not k_values or min(k_values) < 1:
         raise ValueError(f"--k values must be positive, got {list(k_values)}")
-    names = parse_arms(arms, quick)
+    names: list[str | ArmSpec] = list(parse_arms(arms, quick))
+    for spec in arm_classes or []:
+        ext = load_arm_class(spec)
+        if ext.name in [n if isinstance(n, str) else n.name for n in names]:
+            raise ValueError(f"--arm-class {spec}: an arm named {ext.name!r} is already selected")
+        names.append(ext)
     src = resolve_locomo_path(data)
     loaded = load_locomo(src)
     chosen = select_conversations(loaded, conversations)
     if quick:
-        chosen = [quick_slice(chosen[0])]
+        chosen = quick_conversations(chosen, bool(conversations))
+        if echo:
+            echo(f"--quick: {len(chosen)} conversation(s), each cut to its first {QUICK_SESSIONS} sessions and at "
+                 f"most {QUICK_PROBES} probes: {', '.join(c.sample_id for c in chosen)}")
     answerer = None
     if lm:
         from harness.workloads.answer import Answerer
@@ -318,7 +400,9 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     agg = aggregate(results)
     payload = {
         "name": NAME,
-        "config": {"data": str(src), "conversations": [c.sample_id for c in chosen], "arms": names,
+        "config": {"data": str(src), "conversations": [c.sample_id for c in chosen],
+                   "arms": [n if isinstance(n, str) else n.name for n in names],
+                   "arm_classes": list(arm_classes or []),
                    "k": list(k_values), "quick": quick, "lm": lm, "seed": seed,
                    "headline_categories": list(HEADLINE_CATEGORIES)},
         "conversations": [{k: res[k] for k in ("conversation", "n_turns", "n_sessions", "n_probes", "categories",
@@ -330,16 +414,43 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
                  "wall_s": time.perf_counter() - t_start},
     }
     payload["wall_s"] = payload["meta"]["wall_s"]
+    payload["levels"] = levels(payload["wall_s"], payload["peak_rss_mb"])
     fig = figure(payload) if agg["rows"] else None
     paths = write_results(out_dir, NAME, payload, markdown(payload), fig) + paths
     return paths
 
 
-def readme_section(payload: dict[str, Any]) -> str:
-    """The README "Results" subsection, built from a full run's ``locomo.json`` (numbers never typed by hand)."""
+def _ranked_rows(rows: dict[str, Any], order: list[str]) -> list[str]:
+    return [r for r in order if rows[r]["headline"].get("ranked")]
+
+
+def _span(vals: list[float | None]) -> str:
+    """``lo-hi`` of the values as shown (one value when they round alike); ``n/a`` when there is none."""
+    vs = [v for v in vals if v is not None]
+    if not vs:
+        return "n/a"
+    lo, hi = _f(min(vs)), _f(max(vs))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def _more(a: float | None, b: float | None, *, more: str = "more", less: str = "less") -> str:
+    """Compare two values as shown (three decimals): ``more``/``less``/``as much``."""
+    if a is None or b is None:
+        return "n/a"
+    x, y = round(a, 3), round(b, 3)
+    return more if x > y else less if x < y else "as much"
+
+
+def readme_section(payload: dict[str, Any], figure_path: str | None = "benchmarks/results/locomo.png",
+                   heading: str = "### LoCoMo: the same real conversations through every design") -> str:
+    """The LoCoMo results section (README and docs page), built from a full run's ``locomo.json``: every number
+    and every comparison word is computed from the payload, nothing is typed by hand."""
     rows = payload["aggregate"]["rows"]
     order = _order(rows)
     convs = payload["conversations"]
+    cfg = payload["config"]
+    big = max(cfg.get("k") or [8])
+    ranked = _ranked_rows(rows, order)
 
     def h(row: str, key: str = "evidence_recall") -> Any:
         return rows.get(row, {}).get("headline", {}).get(key)
@@ -347,63 +458,207 @@ def readme_section(payload: dict[str, Any]) -> str:
     def c(row: str, cat: int, key: str = "evidence_recall") -> Any:
         return rows.get(row, {}).get("by_category", {}).get(str(cat), {}).get(key)
 
-    table = [[r, h(r), h(r, "all_evidence_rate"), h(r, "stored_recall"), _f(h(r, "tokens_mean"), ".0f"),
-              _f(rows[r]["ingest_ms_per_turn"], ".1f"), _f(h(r, "latency_ms_median"), ".1f"),
+    def mm(row: str, key: str) -> Any:
+        return rows.get(row, {}).get("meta_means", {}).get(key)
+
+    arms = cfg.get("arms") or []
+    designs = [a for a in arms if SPECS.get(a) and SPECS[a].kind == "design"]
+    baselines = [a for a in arms if SPECS.get(a) and SPECS[a].kind == "baseline"]
+    external = [a for a in arms if a not in SPECS]
+    through = "; ".join(SPECS[a].describe for a in designs)
+    table = [[r, h(r), h(r, "all_evidence_rate"), h(r, "stored_recall"), _f(h(r, "tokens_cl100k_mean"), ".0f"),
+              _f(h(r, "tokens_mean"), ".0f"), _f(rows[r]["ingest_ms_per_turn"], ".1f"),
+              _f(h(r, "design_ms_median"), ".1f"), _f(h(r, "latency_ms_median"), ".1f"),
               _f(h(r, "latency_ms_p95"), ".1f")] for r in order]
-    m = payload["meta"]
-    mm = {r: rows[r].get("meta_means", {}) for r in order}
     lines = [
-        "### LoCoMo: the same real conversations through every design",
-        "",
-        f"`memsim bench locomo` puts {len(convs)} public LoCoMo conversations "
+        heading, "",
+        f"`memsim bench locomo` puts {len(convs)} public LoCoMo conversation(s) "
         f"({sum(x['n_turns'] for x in convs)} turns, {sum(x['n_probes'] for x in convs)} questions with annotated "
-        "evidence turns; the data is fetched by `memsim data fetch locomo`, never committed) through Fractal, AgentFly NP (faithful "
-        "pooler and mean pooling), AgentFly PM (a classifier trained leave-one-conversation-out on LoCoMo evidence: a "
-        "non-faithful labelling, AGF-35), Tortoise (volunteered block and upstream's evaluation path) and six "
-        "baselines. For each question it records the exact text each arm would put in front of the model and which "
-        "turns that text carries (*recall*), which turns the arm keeps anywhere (*stored*), the WordPiece tokens of "
-        "the text, and the time to ingest and to answer a probe. Headline = categories 1-4. No LM is called: "
-        "`--lm MODEL` adds LoCoMo token F1 per category. Mapping choices: module docstrings of "
-        "`harness/workloads/*.py`.",
+        "evidence turns; the data is fetched by the tool, never committed) through "
+        f"{len(designs)} design arm(s) ({through})"
+        + (f", {len(external)} external arm(s) ({', '.join(external)})" if external else "")
+        + f" and {len(baselines)} baseline(s) ({', '.join(baselines)}). For each question it records the exact "
+        "text each arm would put in front of the model and which turns that text carries (*recall*), which turns "
+        "the arm keeps anywhere (*stored*), the tokens of the text (tiktoken cl100k_base, WordPiece beside it), "
+        "and the time to ingest and to answer a probe (the design's own time separated from the harness's "
+        "matching where the arm reports it). Headline = categories 1-4. No LM is called: `--lm MODEL` adds "
+        "LoCoMo token F1 per category. Mapping choices: module docstrings of `harness/workloads/*.py`.",
         "",
-        md_table(["row", "recall", "all evidence", "stored", "tokens/probe", "ingest ms/turn", "probe ms p50",
-                  "p95"], table),
+        md_table(["row", "recall", "all evidence", "stored", "tokens/probe (cl100k)", "WordPiece", "ingest ms/turn",
+                  "design ms p50", "probe ms p50", "p95"], table),
         "",
-        "![LoCoMo recall vs tokens](benchmarks/results/locomo.png)",
-        "",
-        "What the run shows (full tables, per-category numbers and the delivered texts: "
-        "`benchmarks/results/locomo.md`):",
-        "",
-        f"- **Fractal delivers everything it stores, at a price.** Recall {_f(h('fractal'))} on every question, at "
-        f"{_f(h('fractal', 'tokens_mean'), '.0f')} tokens per question against {_f(h('full', 'tokens_mean'), '.0f')} "
-        "for the plain transcript of the same turns (instructions, summary and history JSON around every turn).",
-        f"- **AgentFly NP's faithful pooler ranking delivers less evidence than mean pooling**: recall@8 "
-        f"{_f(h('np-pooler@8'))} vs {_f(h('np-mean@8'))}, both below plain BM25@8 ({_f(h('bm25@8'))}). The faithful "
-        f"mode would re-embed the whole bank on every question: {_f(mm.get('np-pooler@8', {}).get('faithful_recompute_ms'), '.0f')} ms "
-        f"per question measured from the per-text cost, against a cached probe of "
-        f"{_f(h('np-pooler@8', 'latency_ms_median'), '.1f')} ms.",
-        f"- **PM with real relevance labels does not help here**: recall@8 {_f(h('pm@8'))} although its classifier "
-        f"reaches validation AUC {_f(mm.get('pm@8', {}).get('val_auc'))} on held-out questions of the other "
-        "conversations.",
-        f"- **Tortoise's volunteered block is empty for LoCoMo questions under the faithful gates**: recall "
-        f"{_f(h('tortoise-volunteer'))}, the text is the session-start digest "
-        f"({_f(mm.get('tortoise-volunteer', {}).get('digest_chars'), '.0f')} characters) and the question, while "
-        f"the store holds every turn (stored {_f(h('tortoise-volunteer', 'stored_recall'))}). Upstream's evaluation "
-        f"path (search pool plus source-session expansion) reaches {_f(h('tortoise-eval'))} at "
-        f"{_f(h('tortoise-eval', 'tokens_mean'), '.0f')} tokens, the best recall of any ranked arm.",
-        f"- **Stored is not delivered**: every ranked arm stores every turn (stored 1.000) and delivers "
-        f"{_f(min(h(r) for r in order if '@' in r))}-{_f(max(h(r) for r in order if '@' in r))} of the evidence; "
-        f"multi-hop (category 1) and open-domain (category 3) questions get the least of theirs (hybrid@8: "
-        f"{_f(c('hybrid@8', 1))} and {_f(c('hybrid@8', 3))}, tortoise-eval: {_f(c('tortoise-eval', 1))} and "
-        f"{_f(c('tortoise-eval', 3))}, against {_f(c('hybrid@8', 2))} and {_f(c('tortoise-eval', 2))} for temporal "
-        "questions).",
-        f"- **Dates matter for temporal questions**: with exactly the evidence turns, the share of gold-answer "
-        f"tokens present in the text falls from {_f(c('oracle', 2, 'answer_present'))} to "
-        f"{_f(c('oracle-nodate', 2, 'answer_present'))} for category 2 when session dates are dropped, and from "
-        f"{_f(c('oracle', 4, 'answer_present'))} to {_f(c('oracle-nodate', 4, 'answer_present'))} for category 4.",
-        "",
-        f"Run on the 2-core machine under the heavy-run lock: wall {m['wall_s'] / 60:.1f} min, peak memory "
-        f"{payload['peak_rss_mb'] / 1024:.2f} GiB (levels: at most 20 min and 4 GB). Claims XD-01..XD-10 "
-        "(`memsim claims --design cross`) check these consequences on the smallest conversation (its first 8 sessions, or all of it for XD-07 and XD-08).",
     ]
+    if figure_path:
+        lines += [f"![LoCoMo recall vs tokens]({figure_path})", ""]
+    lines += ["What the run shows (full tables, per-category numbers and the delivered texts: `locomo.md` beside "
+              "`locomo.json`):", ""]
+    bullets: list[str] = []
+    if "fractal" in rows and "full" in rows:
+        r, st = h("fractal"), h("fractal", "stored_recall")
+        head = ("Fractal delivers everything it stores" if _more(r, st) == "as much"
+                else f"Fractal delivers {_f(r)} of the evidence and stores {_f(st)}")
+        price = _more(h("fractal", "tokens_cl100k_mean"), h("full", "tokens_cl100k_mean"))
+        bullets.append(
+            f"- **{head}{', at a price' if price == 'more' else ''}.** Recall {_f(r)} (all-evidence rate "
+            f"{_f(h('fractal', 'all_evidence_rate'))}) at {_f(h('fractal', 'tokens_cl100k_mean'), '.0f')} tokens "
+            f"per question against {_f(h('full', 'tokens_cl100k_mean'), '.0f')} for the plain transcript of the "
+            "same turns (its prompt wraps instructions, summary and history JSON around every turn).")
+    npp, npm, bm = f"np-pooler@{big}", f"np-mean@{big}", f"bm25@{big}"
+    if npp in rows and npm in rows:
+        cmp = _more(h(npp), h(npm))
+        what = "as much evidence as" if cmp == "as much" else f"{cmp} evidence than"
+        extra = ""
+        if bm in rows:
+            pos = ("above both" if h(bm) > max(h(npp), h(npm)) else "below both" if h(bm) < min(h(npp), h(npm))
+                   else "between them")
+            extra = f"; plain BM25@{big} reaches {_f(h(bm))}, {pos}"
+        est = mm(npp, "faithful_recompute_ms")
+        bullets.append(
+            f"- **AgentFly NP's faithful pooler ranking delivers {what} mean pooling**: recall@{big} "
+            f"{_f(h(npp))} vs {_f(h(npm))}{extra}."
+            + (f" The faithful mode would re-embed the whole bank on every question: about {_f(est, '.0f')} ms "
+               "per question, an estimate from a timed per-text cost, against a design time of "
+               f"{_f(h(npp, 'design_ms_median'), '.1f')} ms (p50) for the cached index." if est is not None else ""))
+    pm = f"pm@{big}"
+    if pm in rows:
+        others = [x for x in (npm, bm) if x in rows]
+        bullets.append(
+            f"- **AgentFly PM with real relevance labels**: recall@{big} {_f(h(pm))}"
+            + (" against " + " and ".join(f"{_f(h(x))} for {x}" for x in others) if others else "")
+            + f", with a classifier that reaches validation AUC {_f(mm(pm, 'val_auc'))} on held-out questions of "
+            "the other conversations.")
+    if "tortoise-volunteer" in rows:
+        tv = "tortoise-volunteer"
+        r = h(tv)
+        head = ("carries no evidence turn for LoCoMo questions under the faithful gates" if _f(r) == _f(0.0)
+                else f"carries {_f(r)} of the evidence under the faithful gates")
+        block = mm(tv, "block_chars")
+        what = ("the block is empty and the text is the session-start digest "
+                f"({_f(mm(tv, 'digest_chars'), '.0f')} characters) and the question" if block == 0 else
+                f"the block averages {_f(block, '.0f')} characters beside the session-start digest "
+                f"({_f(mm(tv, 'digest_chars'), '.0f')} characters)")
+        text = f"- **Tortoise's volunteered block {head}**: recall {_f(r)}; {what}, while the store holds " \
+               f"stored recall {_f(h(tv, 'stored_recall'))}."
+        if "tortoise-eval" in rows:
+            te = "tortoise-eval"
+            text += (f" Upstream's evaluation path (search pool plus source-session expansion) reaches {_f(h(te))} "
+                     f"at {_f(h(te, 'tokens_cl100k_mean'), '.0f')} tokens")
+            if ranked:
+                best = max(ranked, key=lambda x: h(x) or 0.0)
+                text += (", the best recall of any ranked row." if _f(h(best)) == _f(h(te)) else
+                         f"; the best ranked row is {best} ({_f(h(best))}).")
+            else:
+                text += "."
+        bullets.append(text)
+    if ranked:
+        stored = [h(x, "stored_recall") for x in ranked]
+        all_kept = all(v is not None and _f(v) == _f(1.0) for v in stored)
+        keep = (f"every ranked row stores every evidence turn (stored {_f(1.0)})" if all_kept
+                else f"ranked rows store {_span(stored)} of the evidence")
+        cats = []
+        for x in (f"hybrid@{big}", "tortoise-eval"):
+            if x in rows:
+                per = sorted((c(x, k), k) for k in HEADLINE_CATEGORIES if c(x, k) is not None)
+                if len(per) >= 2:
+                    cats.append(f"{x} delivers least for {CATEGORY_NAMES.get(per[0][1], per[0][1])} "
+                                f"({_f(per[0][0])}) and {CATEGORY_NAMES.get(per[1][1], per[1][1])} "
+                                f"({_f(per[1][0])}), most for {CATEGORY_NAMES.get(per[-1][1], per[-1][1])} "
+                                f"({_f(per[-1][0])})")
+        bullets.append(f"- **Stored is not delivered**: {keep} and delivers {_span([h(x) for x in ranked])} of the "
+                       "evidence" + (" (" + "; ".join(cats) + ")" if cats else "") + ".")
+        t10 = [rows[x]["headline"]["ranked"]["turn"] for x in ranked]
+        s10 = [rows[x]["headline"]["ranked"]["session"] for x in ranked]
+        best_all = max(ranked, key=lambda x: rows[x]["headline"]["ranked"]["turn"]["recall_all@10"] or 0.0)
+        bullets.append(
+            f"- **LongMemEval's ranked metrics** over the {len(ranked)} ranked rows, turn level at k = 10: "
+            f"recall_any {_span([t['recall_any@10'] for t in t10])}, recall_all "
+            f"{_span([t['recall_all@10'] for t in t10])}, ndcg_any {_span([t['ndcg_any@10'] for t in t10])} "
+            f"(highest recall_all@10: {best_all}, "
+            f"{_f(rows[best_all]['headline']['ranked']['turn']['recall_all@10'])}); session level recall_all@10 "
+            f"{_span([t['recall_all@10'] for t in s10])}.")
+    if "oracle" in rows and "oracle-nodate" in rows:
+        def verb(a: Any, b: Any) -> str:
+            w = _more(b, a, more="rises", less="falls")
+            return f"stays at {_f(a)}" if w == "as much" else f"{w} from {_f(a)} to {_f(b)}"
+
+        bullets.append(
+            "- **Dates and temporal questions**: with exactly the evidence turns, the share of gold-answer tokens "
+            f"present in the text {verb(c('oracle', 2, 'answer_present'), c('oracle-nodate', 2, 'answer_present'))} "
+            "for category 2 when session dates are dropped, and "
+            f"{verb(c('oracle', 4, 'answer_present'), c('oracle-nodate', 4, 'answer_present'))} for category 4.")
+    split = [x for x in order if h(x, "design_ms_median") is not None and h(x, "harness_ms_median") is not None]
+    if split:
+        bullets.append("- **Where a probe's time goes** (p50 of the design's own call + the harness's provenance "
+                       "matching, ms): " + ", ".join(f"{x} {_f(h(x, 'design_ms_median'), '.1f')} + "
+                                                     f"{_f(h(x, 'harness_ms_median'), '.1f')}" for x in split) + ".")
+    lines += bullets
+    lv = payload.get("levels")
+    m = payload["meta"]
+    mach = m.get("machine", {})
+    run_line = (f"Run on {mach.get('cpu', 'an unnamed CPU')} ({mach.get('affinity_cpus', '?')} usable cores): wall "
+                f"{m['wall_s'] / 60:.1f} min, peak memory {payload['peak_rss_mb'] * 2**20 / 1e9:.2f} GB")
+    if lv:
+        ok = lv["wall_s"]["met"] and lv["peak_rss_gb"]["met"]
+        run_line += (f" (levels for the full design run: at most {lv['wall_s']['max'] / 60:.0f} min and "
+                     f"{lv['peak_rss_gb']['max']:.0f} GB; {'met' if ok else 'missed'})")
+    lines += ["", run_line + ". The cross-design claims (`memsim claims --design cross`) check consequences like "
+              "these on one named conversation."]
     return "\n".join(lines) + "\n"
+
+
+DOCS_BEGIN = "<!-- BEGIN LOCOMO RESULTS (generated by `python -m benchmarks.locomo --docs`; do not edit by hand) -->"
+DOCS_END = "<!-- END LOCOMO RESULTS -->"
+
+
+def docs_page(payload: dict[str, Any]) -> str:
+    """``docs/locomo.md``, rendered from a full run's ``locomo.json``: the results section, the ranked metrics
+    and the per-category recall of every row."""
+    rows = payload["aggregate"]["rows"]
+    order = _order(rows)
+    ranked = _ranked_rows(rows, order)
+    out = ["# LoCoMo results", "",
+           "The cross-design LoCoMo benchmark (`memsim bench locomo`, described under "
+           "[Benchmarks](benchmarks.md)) as last committed. Everything between the markers below is rendered "
+           "from `benchmarks/results/locomo.json` by `python -m benchmarks.locomo --docs`; the figure is "
+           "`benchmarks/results/locomo.png` and the delivered texts are in `benchmarks/results/locomo.md`.", "",
+           DOCS_BEGIN, "",
+           readme_section(payload, figure_path=None, heading="## What the run shows").rstrip(), "",
+           "## Every row (categories 1-4)", "", headline_table(rows, order), ""]
+    if ranked:
+        out += ["## Ranked metrics (LongMemEval's)", "",
+                "recall_any@k: at least one evidence turn (session) in the row's top k; recall_all@k: all of them; "
+                "ndcg_any@k: nDCG@k with binary relevance (pytrec_eval). Only rows whose delivery is a ranking "
+                "have them.", ""]
+        for level in RANKED_LEVELS:
+            out += [f"### {level.capitalize()} level", "", ranked_table(rows, ranked, level), ""]
+    cats = sorted({int(k) for r in rows.values() for k in r["by_category"]})
+    ctable = [[r] + [rows[r]["by_category"].get(str(k), {}).get("evidence_recall") for k in cats] for r in order]
+    out += ["## Evidence recall per category", "",
+            md_table(["row"] + [f"{k} {CATEGORY_NAMES.get(k, '')}" for k in cats], ctable), "", DOCS_END]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.locomo --docs [--json FILE] [--page FILE]``: rewrite the docs page from the JSON."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.locomo")
+    ap.add_argument("--docs", action="store_true", help="render the docs page from the results JSON")
+    ap.add_argument("--json", type=Path, default=RESULTS_DIR / f"{NAME}.json")
+    ap.add_argument("--page", type=Path, default=DOCS_PAGE)
+    args = ap.parse_args(argv)
+    if not args.docs:
+        ap.print_help()
+        return 2
+    try:
+        payload = json.loads(args.json.read_text(encoding="utf-8"))
+        args.page.write_text(docs_page(payload), encoding="utf-8")
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: {args.json}: cannot render the docs page: {exc}")
+        return 1
+    print(f"wrote {args.page}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -119,11 +119,16 @@ def locomo(
                                                              "$MEMSIM_LOCOMO_DATA, else the locomo10.json `memsim "
                                                              "data fetch locomo` placed in the data folder).")] = None,
     conversation: Annotated[list[str] | None, typer.Option(
-        "--conversation", help="Sample id to run (repeatable, e.g. conv-26); default all loaded.")] = None,
+        "--conversation", help="Sample id to run (repeatable, e.g. conv-26); default all loaded. With --quick, "
+                               "each named conversation runs cut short (none named: the first loaded).")] = None,
     arms: Annotated[str | None, typer.Option(
         "--arms", help="Comma-separated arms (full,last20,bm25,mean,hybrid,oracle,oracle-nodate,fractal,np-pooler,"
-                       "np-mean,pm,tortoise) or all/baselines/designs; default all (with --protocol locomo-paper: "
-                       "default designs, 'none' for the retriever rows alone).")] = None,
+                       "np-mean,pm,tortoise, or an installed memsim.arms entry point) or all/baselines/designs/"
+                       "external; default all (with --protocol locomo-paper: default designs, 'none' for the "
+                       "retriever rows alone).")] = None,
+    arm_class: Annotated[list[str] | None, typer.Option(
+        "--arm-class", help="Your own arm, package.module:Class (importable; repeatable), run beside --arms behind "
+                            "the same arm protocol (see the docs page 'Bring your own arm').")] = None,
     protocol: Annotated[str, typer.Option(
         "--protocol", help="'designs': every arm's delivered vs stored evidence, tokens and time; 'locomo-paper': "
                            "the LoCoMo paper's retrieval protocol (dialog, observation and summary units, its k "
@@ -149,20 +154,28 @@ def locomo(
     what is delivered for each question (evidence recall), at how many tokens and how much time."""
     if protocol not in ("designs", "locomo-paper"):
         raise fail(f"unknown --protocol {protocol!r}; choose designs or locomo-paper")
+    if protocol == "locomo-paper" and arm_class:
+        raise fail("--arm-class applies to --protocol designs only")
     if protocol == "locomo-paper":
         _locomo_paper(data, conversation, arms, retrievers, k, quick, lm, out, seed, progress)
         return
     if retrievers is not None:
         raise fail("--retrievers applies to --protocol locomo-paper only")
     from benchmarks import locomo as mod
+    from harness.workloads.arms import load_arm_class, parse_arms
     from harness.workloads.locomo import LocomoDataError, resolve_locomo_path
 
-    try:  # the data is found (or refused) before any work starts
+    try:  # the arms and the data are checked (or refused) before any work starts
+        parse_arms(arms, quick)
+        for spec in arm_class or []:
+            load_arm_class(spec)
         resolve_locomo_path(data)
-    except LocomoDataError as exc:
-        raise fail(str(exc)) from None
+    except (LocomoDataError, ValueError) as exc:
+        from rich.markup import escape
+
+        raise fail(escape(str(exc))) from None
     _run(mod.run, out, quick, progress, seed=seed, data=data, conversations=conversation, arms=arms,
-         k_values=tuple(k or (4, 8)), lm=lm, lm_base=lm_base, echo=console.print)
+         k_values=tuple(k or (4, 8)), lm=lm, lm_base=lm_base, echo=console.print, arm_classes=arm_class)
 
 
 def _locomo_paper(data: Path | None, conversation: list[str] | None, arms: str | None, retrievers: str | None,

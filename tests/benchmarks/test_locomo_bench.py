@@ -116,3 +116,103 @@ def test_lm_answers_are_scored_per_row(tmp_path: Path, monkeypatch: pytest.Monke
     assert rows["oracle"]["headline"]["f1"] == 0.5 and rows["oracle"]["headline"]["n_answered"] == 2
     assert len(srv.requests) == 5  # the check call, then 2 probes x 2 rows, each through HTTP
     assert "Answer F1 per category" in (tmp_path / "out" / "locomo.md").read_text()
+
+
+def test_empty_arms_and_file_out_fail_before_the_work(tmp_path: Path) -> None:
+    from benchmarks import locomo as mod
+
+    good = tmp_path / "d.json"
+    good.write_text(json.dumps([_tiny("a")]))
+    res = runner.invoke(app, ["bench", "locomo", "--data", str(good), "--arms", "", "--no-progress", "--out",
+                              str(tmp_path / "o")])
+    assert res.exit_code == 1 and "--arms is empty" in res.output
+    assert not (tmp_path / "o" / "locomo").exists()
+    with pytest.raises(ValueError, match="--arms is empty"):
+        mod.run(tmp_path / "o2", data=good, arms=" ")
+    afile = tmp_path / "results.json"
+    afile.write_text("keep me")
+    res = runner.invoke(app, ["bench", "locomo", "--data", str(good), "--arms", "full", "--no-progress", "--out",
+                              str(afile)])
+    assert res.exit_code == 1 and "not a directory" in res.output and "Traceback" not in res.output
+    assert afile.read_text() == "keep me"
+    # through the Python API too: refused before the data is even read (a missing data path is not reached)
+    for target in (afile, afile / "sub"):
+        with pytest.raises(ValueError, match="output folder (is|lies under) a file"):
+            mod.run(target, data=tmp_path / "missing.json", arms="full")
+
+
+def test_quick_runs_every_named_conversation(tmp_path: Path) -> None:
+    from benchmarks import locomo as mod
+
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([_tiny("conv-a"), _tiny("conv-b"), _tiny("conv-c")]))
+    said: list[str] = []
+    mod.run(tmp_path / "out", data=data, arms="full", quick=True, conversations=["conv-c", "conv-a"],
+            echo=said.append)
+    payload = json.loads((tmp_path / "out" / "locomo.json").read_text())
+    assert [c["conversation"] for c in payload["conversations"]] == ["conv-c", "conv-a"]
+    assert any("2 conversation(s)" in s and "conv-c, conv-a" in s for s in said)
+    mod.run(tmp_path / "out2", data=data, arms="full", quick=True, echo=said.append)  # none named: the first
+    payload = json.loads((tmp_path / "out2" / "locomo.json").read_text())
+    assert [c["conversation"] for c in payload["conversations"]] == ["conv-a"]
+
+
+def _row(recall: float, stored: float, tokens: float, *, ranked: bool, arm: str, cats: dict | None = None) -> dict:
+    rk = None
+    if ranked:
+        lvl = {m: recall for m in ("recall_any@5", "recall_all@5", "ndcg_any@5", "recall_any@10", "recall_all@10",
+                                   "ndcg_any@10")}
+        rk = {"n": 10, "turn": dict(lvl), "session": dict(lvl)}
+    head = {"evidence_recall": recall, "all_evidence_rate": recall / 2, "stored_recall": stored,
+            "tokens_mean": tokens * 1.2, "tokens_cl100k_mean": tokens, "latency_ms_median": 5.0,
+            "latency_ms_p95": 9.0, "design_ms_median": 3.0 if arm != "bm25" else None,
+            "harness_ms_median": 2.0 if arm != "bm25" else None, "answer_present": 0.5, "delivered_turns": 4.0,
+            "chars4_mean": tokens, "ranked": rk}
+    by_cat = {str(c): {"evidence_recall": v, "answer_present": v, "n_scored": 3} for c, v in (cats or {}).items()}
+    return {"arm": arm, "headline": head, "by_category": by_cat, "ingest_ms_per_turn": 1.0, "meta_means": {}}
+
+
+def _payload(rows: dict) -> dict:
+    return {"aggregate": {"rows": rows, "arm_status": {}, "quirks": {}},
+            "conversations": [{"conversation": "c", "n_turns": 10, "n_probes": 4}],
+            "config": {"k": [4, 8], "arms": ["bm25", "tortoise"], "quick": False},
+            "peak_rss_mb": 1000.0, "levels": {"wall_s": {"measured": 60.0, "max": 900, "met": True},
+                                               "peak_rss_gb": {"measured": 1.05, "max": 4.0, "met": True}},
+            "meta": {"wall_s": 60.0, "machine": {"cpu": "test cpu", "affinity_cpus": 2}}}
+
+
+def test_readme_sentences_are_computed_from_the_payload() -> None:
+    """The old section printed 'stored 1.000' and 'the best recall of any ranked arm' as fixed text and took the
+    delivered range over '@' rows only (dropping the Tortoise rows); each assertion below fails on that code."""
+    from benchmarks.locomo import readme_section
+
+    cats = {1: 0.1, 2: 0.9, 3: 0.2, 4: 0.7}
+    rows = {"bm25@4": _row(0.40, 1.0, 100, ranked=True, arm="bm25", cats=cats),
+            "bm25@8": _row(0.55, 0.9, 200, ranked=True, arm="bm25", cats=cats),
+            "tortoise-eval": _row(0.05, 0.8, 900, ranked=True, arm="tortoise", cats=cats),
+            "tortoise-volunteer": _row(0.0, 0.8, 400, ranked=False, arm="tortoise", cats=cats)}
+    rows["tortoise-volunteer"]["meta_means"] = {"block_chars": 0.0, "digest_chars": 1234.0}
+    text = readme_section(_payload(rows))
+    assert "delivers 0.050-0.550 of the evidence" in text  # the Tortoise evaluation row is in the range
+    assert "ranked rows store 0.800-1.000 of the evidence" in text and "stored 1.000" not in text
+    assert "the best ranked row is bm25@8 (0.550)" in text and "best recall of any ranked" not in text
+    assert "carries no evidence turn" in text and "(1234 characters)" in text
+    assert "bm25@8" not in text.split("Where a probe's time goes")[1].split(".")[0]  # bm25 does not separate time
+    assert "tortoise-eval 3.0 + 2.0" in text
+    assert "../shared" not in text and "heavy-run lock" not in text
+    # now the evaluation path is the best ranked row and every ranked row stores everything
+    rows["tortoise-eval"] = _row(0.60, 1.0, 900, ranked=True, arm="tortoise", cats=cats)
+    rows["bm25@8"]["headline"]["stored_recall"] = 1.0
+    text = readme_section(_payload(rows))
+    assert "the best recall of any ranked row" in text
+    assert "every ranked row stores every evidence turn (stored 1.000)" in text
+    assert "delivers 0.400-0.600 of the evidence" in text
+
+
+def test_docs_page_is_rendered_from_the_committed_results() -> None:
+    from benchmarks.common import RESULTS_DIR
+    from benchmarks.locomo import DOCS_PAGE, docs_page
+
+    payload = json.loads((RESULTS_DIR / "locomo.json").read_text(encoding="utf-8"))
+    assert DOCS_PAGE.read_text(encoding="utf-8") == docs_page(payload), \
+        "docs/locomo.md is stale: run python -m benchmarks.locomo --docs"
