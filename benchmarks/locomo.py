@@ -537,8 +537,10 @@ def readme_section(payload: dict[str, Any], figure_path: str | None = "benchmark
                 f"({_f(mm(tv, 'digest_chars'), '.0f')} characters) and the question" if block == 0 else
                 f"the block averages {_f(block, '.0f')} characters beside the session-start digest "
                 f"({_f(mm(tv, 'digest_chars'), '.0f')} characters)")
-        text = f"- **Tortoise's volunteered block {head}**: recall {_f(r)}; {what}, while the store holds " \
-               f"stored recall {_f(h(tv, 'stored_recall'))}."
+        st = h(tv, "stored_recall")
+        holds = (f"the store holds every evidence turn (stored recall {_f(st)})" if _f(st) == _f(1.0)
+                 else f"its stored recall is {_f(st)}")
+        text = f"- **Tortoise's volunteered block {head}**: recall {_f(r)}; {what}, while {holds}."
         if "tortoise-eval" in rows:
             te = "tortoise-eval"
             text += (f" Upstream's evaluation path (search pool plus source-session expansion) reaches {_f(h(te))} "
@@ -550,6 +552,17 @@ def readme_section(payload: dict[str, Any], figure_path: str | None = "benchmark
             else:
                 text += "."
         bullets.append(text)
+    if "tortoise-recorded-eval" in rows:
+        re_, rv = "tortoise-recorded-eval", "tortoise-recorded-volunteer"
+        text = ("- **Recorded LM extraction through Tortoise** (LoCoMo's recorded observation facts replayed as the "
+                f"extractor's output): the evaluation path delivers {_f(h(re_))} at "
+                f"{_f(h(re_, 'tokens_cl100k_mean'), '.0f')} tokens")
+        if "tortoise-eval" in rows:
+            text += (f", against {_f(h('tortoise-eval'))} at {_f(h('tortoise-eval', 'tokens_cl100k_mean'), '.0f')} "
+                     "with one verbatim point per turn")
+        if rv in rows:
+            text += f"; its volunteered block delivers {_f(h(rv))}"
+        bullets.append(text + ".")
     if ranked:
         stored = [h(x, "stored_recall") for x in ranked]
         all_kept = all(v is not None and _f(v) == _f(1.0) for v in stored)
@@ -586,11 +599,15 @@ def readme_section(payload: dict[str, Any], figure_path: str | None = "benchmark
             f"present in the text {verb(c('oracle', 2, 'answer_present'), c('oracle-nodate', 2, 'answer_present'))} "
             "for category 2 when session dates are dropped, and "
             f"{verb(c('oracle', 4, 'answer_present'), c('oracle-nodate', 4, 'answer_present'))} for category 4.")
-    split = [x for x in order if h(x, "design_ms_median") is not None and h(x, "harness_ms_median") is not None]
+    split = {}
+    for x in order:  # one entry per arm: its rows' design time summed per probe, and the harness's rest
+        if h(x, "arm_design_ms_median") is not None and h(x, "harness_ms_median") is not None:
+            split.setdefault(rows[x]["arm"], x)
     if split:
-        bullets.append("- **Where a probe's time goes** (p50 of the design's own call + the harness's provenance "
-                       "matching, ms): " + ", ".join(f"{x} {_f(h(x, 'design_ms_median'), '.1f')} + "
-                                                     f"{_f(h(x, 'harness_ms_median'), '.1f')}" for x in split) + ".")
+        bullets.append("- **Where a probe's time goes** (per arm, p50 of the design's own calls + the harness's "
+                       "provenance matching, ms): "
+                       + ", ".join(f"{a} {_f(h(x, 'arm_design_ms_median'), '.1f')} + "
+                                   f"{_f(h(x, 'harness_ms_median'), '.1f')}" for a, x in split.items()) + ".")
     lines += bullets
     lv = payload.get("levels")
     m = payload["meta"]

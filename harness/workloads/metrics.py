@@ -34,8 +34,9 @@ Definitions (``valid evidence`` = the probe's evidence ids that name a turn, see
 - **probe latency**: wall time of one ``Arm.deliver`` call (which serves all rows of the arm), median and p95;
   it includes the harness's own provenance matching (finding which turns a text carries). **design ms** is the
   part spent in the design's public API for this row, as the arm reports it in ``meta["row_ms"]`` (see
-  ``harness.workloads.base``); **harness ms** = deliver time minus the design time of all the arm's rows (the
-  matching and rendering the harness adds). Both are None for an arm that does not separate them (the baselines,
+  ``harness.workloads.base``; rows sharing one ranking put its cost on the row that ran it first), **arm design
+  ms** the sum over the arm's rows; **harness ms** = deliver time minus the arm design time (the matching and
+  rendering the harness adds). Both are None for an arm that does not separate them (the baselines,
   whose delivery needs no matching).
 - Categories 1-5 are reported separately; the **headline** pools categories 1-4 (category 5 is adversarial,
   as most published LoCoMo evaluations do).
@@ -280,6 +281,7 @@ def summarize_group(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     lat = [r["latency_ms"] for r in records]
     design = [r["design_ms"] for r in records if r.get("design_ms") is not None]
     harness = [r["harness_ms"] for r in records if r.get("harness_ms") is not None]
+    arm_design = [r["arm_design_ms"] for r in records if r.get("arm_design_ms") is not None]
     out: dict[str, Any] = {
         "n_probes": len(records),
         "n_scored": len(scored),
@@ -299,6 +301,7 @@ def summarize_group(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "latency_ms_p95": _pct(lat, 95),
         "design_ms_median": _pct(design, 50),
         "design_ms_p95": _pct(design, 95),
+        "arm_design_ms_median": _pct(arm_design, 50),
         "harness_ms_median": _pct(harness, 50),
         "harness_ms_p95": _pct(harness, 95),
         "ranked": ranked_summary(records),

@@ -3,9 +3,10 @@
 For each arm: build it with a fresh ``ArmContext`` (its own work directory), time ``ingest`` over the whole
 conversation, read ``stored()`` once, then time one ``deliver`` per probe and turn every delivered row into a
 ``metrics.probe_record``. The deliver time is split in two where the arm reports its design time per row
-(``meta["row_ms"]``, see ``harness.workloads.base``): ``design_ms`` (that row's time in the design's public API)
-and ``harness_ms`` (the rest of the deliver call: the harness's own provenance matching and rendering, shared by
-the arm's rows); both are None for an arm that does not report it. Arms are named (the registry of
+(``meta["row_ms"]``, see ``harness.workloads.base``): ``design_ms`` (that row's time in the design's public API;
+rows that share one ranking put its cost on the row that ran it first), ``arm_design_ms`` (the sum over the arm's
+rows for this probe) and ``harness_ms`` (the rest of the deliver call: the harness's own provenance matching and
+rendering, shared by the arm's rows); all are None for an arm that does not report it. Arms are named (the registry of
 ``harness.workloads.arms``) or given as an ``ArmSpec`` (an external arm loaded with ``--arm-class`` or an entry
 point). An arm that cannot be built, or whose ``ingest`` raises ``ArmUnavailable`` (the conversation lacks
 what it needs, e.g. recorded LM outputs), is reported ``unavailable`` with the reason; an arm that raises while
@@ -125,6 +126,7 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str | ArmSpec], wor
                         on_delivery(row, probe, d)
                     rec = probe_record(conv.sample_id, probe, row, d, stored, lat, counter, session_of)
                     rec["design_ms"] = design[row] if split else None
+                    rec["arm_design_ms"] = sum(v or 0.0 for v in design.values()) if split else None
                     rec["harness_ms"] = harness_ms
                     rec["meta"] = compact_meta(d.meta)
                     if answerer is not None:

@@ -166,6 +166,7 @@ def _row(recall: float, stored: float, tokens: float, *, ranked: bool, arm: str,
     head = {"evidence_recall": recall, "all_evidence_rate": recall / 2, "stored_recall": stored,
             "tokens_mean": tokens * 1.2, "tokens_cl100k_mean": tokens, "latency_ms_median": 5.0,
             "latency_ms_p95": 9.0, "design_ms_median": 3.0 if arm != "bm25" else None,
+            "arm_design_ms_median": 3.0 if arm != "bm25" else None,
             "harness_ms_median": 2.0 if arm != "bm25" else None, "answer_present": 0.5, "delivered_turns": 4.0,
             "chars4_mean": tokens, "ranked": rk}
     by_cat = {str(c): {"evidence_recall": v, "answer_present": v, "n_scored": 3} for c, v in (cats or {}).items()}
@@ -197,8 +198,8 @@ def test_readme_sentences_are_computed_from_the_payload() -> None:
     assert "ranked rows store 0.800-1.000 of the evidence" in text and "stored 1.000" not in text
     assert "the best ranked row is bm25@8 (0.550)" in text and "best recall of any ranked" not in text
     assert "carries no evidence turn" in text and "(1234 characters)" in text
-    assert "bm25@8" not in text.split("Where a probe's time goes")[1].split(".")[0]  # bm25 does not separate time
-    assert "tortoise-eval 3.0 + 2.0" in text
+    assert "bm25" not in text.split("Where a probe's time goes")[1].split("\n")[0]  # bm25 does not separate time
+    assert "tortoise 3.0 + 2.0" in text
     assert "../shared" not in text and "heavy-run lock" not in text
     # now the evaluation path is the best ranked row and every ranked row stores everything
     rows["tortoise-eval"] = _row(0.60, 1.0, 900, ranked=True, arm="tortoise", cats=cats)

@@ -203,6 +203,7 @@ def test_design_time_is_reported_apart_from_the_harness_matching(tmp_path: Path,
     for r in slow:  # the deliver call (~90 ms) is split into the design's ~30 ms and the harness's ~60 ms
         assert 25 <= r["design_ms"] < r["latency_ms"]
         assert r["harness_ms"] >= 50 and r["design_ms"] + r["harness_ms"] == pytest.approx(r["latency_ms"])
+        assert r["arm_design_ms"] == r["design_ms"]  # one row: the arm total is that row
     full = [r for r in res["records"] if r["row"] == "full"]
     assert all(r["design_ms"] is None and r["harness_ms"] is None for r in full)  # not separated: not invented
 
