@@ -122,9 +122,9 @@ def locomo(
         "--conversation", help="Sample id to run (repeatable, e.g. conv-26); default all loaded. With --quick, "
                                "each named conversation runs cut short (none named: the first loaded).")] = None,
     arms: Annotated[str | None, typer.Option(
-        "--arms", help="Comma-separated arms (full,last20,bm25,mean,hybrid,oracle,oracle-nodate,fractal,np-pooler,"
-                       "np-mean,pm,tortoise, or an installed memsim.arms entry point) or all/baselines/designs/"
-                       "external; default all (with --protocol locomo-paper: default designs, 'none' for the "
+        "--arms", help="Comma-separated arms (full, last20, bm25, mean, hybrid, oracle, oracle-nodate, fractal, "
+                       "np-pooler, np-mean, pm, tortoise, tortoise-recorded, or an installed memsim.arms entry "
+                       "point) or all, baselines, designs, external; default all (with --protocol locomo-paper: default designs, 'none' for the "
                        "retriever rows alone).")] = None,
     arm_class: Annotated[list[str] | None, typer.Option(
         "--arm-class", help="Your own arm, package.module:Class (importable; repeatable), run beside --arms behind "
