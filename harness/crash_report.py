@@ -182,7 +182,7 @@ def concurrency_table(report: dict[str, Any]) -> str:
             ack = f"{c['questions']} questions / {c['processed']} processed"
         else:
             ack = f"{c['captures_attempted']} captures / {c['captures_stored']}; hook opened {c['hook_store_opened']}" \
-                  f" of {c['hook_calls']}"
+                  f" of {c['hook_calls']}" + (f", volunteered {c['hook_volunteered']}" if "hook_volunteered" in c else "")
         out.append(f"| {c['case']} | {c['mode']} | {ack} | {c['lost_updates']} | {c.get('duplicates', 0)} | "
                    f"{c.get('open_failures', 0)} | {c['tracebacks']} | {c['seconds']} |")
     return "\n".join(out)
