@@ -1,4 +1,4 @@
-"""Secret redaction in Tortoise (issue 11 item 6): how many generated secrets survive into each channel.
+"""Secret redaction in Tortoise (``memsim bench redaction``): how many generated secrets survive into each channel.
 
 A seeded corpus (``harness.secrets_corpus``) goes through three pipelines, each on a fresh store per redactor mode
 (``faithful`` = spec 3.3, ``hardened`` = ``SimConfig(redactor="hardened")``):

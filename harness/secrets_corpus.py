@@ -1,4 +1,4 @@
-"""A generated corpus of secret shapes (issue 11 item 6), seeded, for the redaction measurements.
+"""A generated corpus of secret shapes, seeded, for the redaction measurements.
 
 Every sample is a ``Secret(kind, value, text, needles)``: ``value`` is the secret as a user would paste it,
 ``text`` a short sentence carrying it (phrased as a ``decision:`` line so capture's marker extractor turns it into a

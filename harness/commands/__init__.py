@@ -36,8 +36,9 @@ def cli_errors(*expected: type[BaseException]) -> Iterator[None]:
     except typer.Exit:
         raise
     except kinds as exc:  # type: ignore[misc]
-        msg = str(exc) if not isinstance(exc, KeyError) else f"not found: {exc.args[0]!r}"
-        raise fail(f"{type(exc).__name__}: {msg}") from None
+        from rich.markup import escape
+
+        raise fail(escape(describe_error(exc))) from None
 
 
 def read_stdin_bytes() -> bytes:
@@ -49,9 +50,16 @@ TRACEBACK_ENV = "MEMSIM_TRACEBACK"
 """Set this environment variable to 1 to let unexpected exceptions through with their traceback."""
 
 
+# Exceptions that mean a defect rather than bad input: their one line says so (and how to see where) after the message.
+_INTERNAL = (AssertionError, AttributeError, IndexError, NameError, NotImplementedError, TypeError, ZeroDivisionError)
+
+
 def describe_error(exc: BaseException) -> str:
     """One line for an exception, naming the file when the exception carries one (OSError.filename, a
-    UnicodeDecodeError's byte offset, a Kuzu runtime message without its ``Runtime exception:`` prefix)."""
+    UnicodeDecodeError's byte offset, a Kuzu runtime message without its ``Runtime exception:`` prefix).
+
+    The line is the message, never led by the exception's class name; an exception that signals a defect rather
+    than bad input (an IndexError, a TypeError, ...) is named after the message, with the way to see its traceback."""
     if isinstance(exc, OSError) and getattr(exc, "filename", None) is not None:
         what = exc.strerror or str(exc)
         other = f" -> {exc.filename2}" if getattr(exc, "filename2", None) else ""
@@ -61,13 +69,17 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, EOFError):
         return f"unexpected end of file{': ' + str(exc) if str(exc) else ''}"
     if isinstance(exc, KeyError):
-        return f"not found: {exc.args[0]!r}" if exc.args else "KeyError"
-    msg = " ".join(str(exc).split()) or type(exc).__name__
+        return f"not found: {exc.args[0]!r}" if exc.args else "a key was not found"
+    msg = " ".join(str(exc).split())
     for prefix in ("Runtime exception: ", "IO exception: ", "Binder exception: "):
         msg = msg.replace(prefix, "")
     if len(msg) > 300:
         msg = msg[:297] + "..."
-    return f"{type(exc).__name__}: {msg}"
+    if isinstance(exc, OSError) and not msg:
+        msg = "operating system error"
+    if isinstance(exc, _INTERNAL) or not msg:
+        return f"{msg or 'failed'} (an internal {type(exc).__name__}; {TRACEBACK_ENV}=1 shows where)"
+    return msg
 
 
 def is_hook_command(name: str | None) -> bool:

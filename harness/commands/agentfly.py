@@ -53,7 +53,7 @@ def retrieve(
     cache_case_vectors: Annotated[bool, typer.Option(
         "--cache_case_vectors", help="Simulator option: cached case CLS vectors (same scores within 1e-5).")] = False,
 ) -> None:
-    """Score every case of the pool for a query and print the ranked blocks (spec §4.5, AGF-17)."""
+    """Score every case of the pool for a query and print the ranked blocks, in upstream's print format (AGF-17)."""
     _torch_threads()
     from agentfly_sim.classifier import CaseRetriever, format_ranked, load_pool
 
@@ -117,7 +117,7 @@ def train(
         "--max_rows", help="Simulator convenience: train on the first N non-blank rows only.")] = None,
     metrics_json: Annotated[Path | None, typer.Option("--metrics_json", help="Default: OUTPUT_DIR/metrics.json")] = None,
 ) -> None:
-    """Train the PM retriever classifier (spec §5): prints the upstream lines, writes last.pt (+ best.pt)."""
+    """Train the PM retriever classifier as upstream does: prints the upstream lines, writes last.pt (+ best.pt)."""
     _torch_threads()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -12,7 +12,11 @@ from harness.commands import check_output_dir, describe_error, fail
 
 app = typer.Typer(help="Benchmarks measured side by side in one run. Each writes <name>.{json,md,png} to --out "
                        "(default ./memsim-results/bench, or $MEMSIM_RESULTS_DIR/bench); the committed results "
-                       "change only when --out names benchmarks/results.", no_args_is_help=True)
+                       "change only when --out names benchmarks/results. Three helpers run as scripts: python -m "
+                       "benchmarks.cost_tortoise [DIR] re-measures the Tortoise rows of a cost.json, python -m "
+                       "benchmarks.serve_breakdown STORE shows where the hook service's memory and time go, python "
+                       "-m benchmarks.report rebuilds benchmarks/RESULTS.md from the committed results.",
+                  no_args_is_help=True)
 console = Console(highlight=False)
 
 QuickOpt = Annotated[bool, typer.Option("--quick", help="Small sizes (about a minute); results go to --out like "
@@ -269,5 +273,39 @@ def engines(
 
     def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
         return mod.run(out_dir, quick=quick, seed=seed, track=track, echo=console.print)
+
+    _run(go, out, quick, progress, seed=seed)
+
+
+@app.command()
+def redaction(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    per_kind: Annotated[int | None, typer.Option(min=1, help="Generated secrets per kind (default 10; quick 3).")
+                        ] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Secret redaction in Tortoise: how many generated secrets survive into the store, the event feed, the
+    journal, the spool, the digest and the volunteered blocks, with the faithful and the hardened redactor; plus a
+    stored prompt injection and hook JSON validity. Writes redaction.{json,md}."""
+    from benchmarks import redaction as mod
+
+    _run(mod.run, out, quick, progress, seed=seed, per_kind=per_kind)
+
+
+@app.command("ep-scaling")
+def ep_scaling(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    progress: ProgressOpt = True,
+) -> None:
+    """Time per Tortoise dream pass and EP iterations to converge on generated graphs of 100, 1,000 and 10,000
+    factors (quick: 100 and 1,000) on an on-disk Kuzu store. Writes ep_scaling.{json,md,png}."""
+    from benchmarks import ep_scaling as mod
+
+    def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
+        return mod.main(["--out", str(out_dir), "--seed", str(seed), *(["--quick"] if quick else [])])
 
     _run(go, out, quick, progress, seed=seed)

@@ -146,12 +146,12 @@ def hook_volunteer(
     harness_name: Annotated[str, typer.Option(
         "--harness", metavar="[claude|codex|devin|cline|other]",
         help="Output shape: claude, codex and devin get hookSpecificOutput JSON, cline contextModification JSON, "
-             "other the raw block. The default is codex, as in the spec. Any other value prints a note on stderr "
+             "other the raw block. The default is codex, as upstream. Any other value prints a note on stderr "
              "and nothing on stdout (still exit 0).")] = "codex",
     db: DbOpt = None,
 ) -> None:
     """Per-prompt hook: read the harness's hook JSON on stdin, print the JSON shape the harness expects (one
-    line) when a pointer is eligible, nothing otherwise. Always exits 0 (spec tortoise 7.1)."""
+    line) when a pointer is eligible, nothing otherwise. Always exits 0, so a hook never fails its host."""
     from tortoise_sim.hook_client import HARNESSES
     from tortoise_sim.hooks import hook_volunteer_turn
 
@@ -245,7 +245,7 @@ def volunteer(
 
 
 OnCorruptOpt = Annotated[str, typer.Option(
-    "--on-corrupt", help="A spool entry whose meta is unreadable: delete (upstream, spec 10.1 item 9: its intact turn "
+    "--on-corrupt", help="A spool entry whose meta is unreadable: delete (upstream: its intact turn "
                          "log goes too) or quarantine (hardened: both files move to <spool>/quarantine/).")]
 
 

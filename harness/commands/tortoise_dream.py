@@ -23,13 +23,14 @@ console = Console(highlight=False, soft_wrap=True)
 
 @app.command()
 def dream(
-    mode: Annotated[str | None, typer.Option(help="local | window | full (default: chosen as in spec 9.8).")] = None,
+    mode: Annotated[str | None, typer.Option(help="local | window | full (default: local when claims are dirty or "
+                                                   "the graph has many operators, else full).")] = None,
     budget: Annotated[int | None, typer.Option(help="Operator budget; 0 or less is a no-op.")] = None,
     max_hops: Annotated[int, typer.Option(help="Affected-set / selector hops.")] = 2,
     calibration: Annotated[bool, typer.Option("--calibration/--no-calibration",
-                                              help="Require baselines on live statements (spec 9.8 step 1).")] = True,
+                                              help="Require baselines on live statements first.")] = True,
     warm_start: Annotated[bool, typer.Option("--censoring/--no-censoring",
-                                             help="Warm-start censoring (spec 9.5).")] = True,
+                                             help="Warm-start censoring of EP messages.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     db: DbOpt = None,
     preset: PresetOpt = "analysed",
@@ -104,7 +105,7 @@ def confidence(
     preset: PresetOpt = "analysed",
 ) -> None:
     """Belief of one claim: {mean, variance, alpha, beta, effective_n}; a dirty claim first gets a non-stamping
-    local EP pass (spec 9.8)."""
+    local EP pass first."""
     from tortoise_sim.errors import UnknownPoint
 
     path = db_path(db)

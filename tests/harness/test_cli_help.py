@@ -137,3 +137,68 @@ def test_bench_says_where_results_go(capsys, tmp_path, monkeypatch):
     assert f"writing results to {tmp_path / 'memsim-results' / 'bench'} (the default run folder" in printed
     bench._run(lambda out_dir, quick, track: [], Path("elsewhere"), True, False)
     assert "writing results" not in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ what a user cannot open is never cited
+PRIVATE = re.compile(r"\.\./shared|\bshared/(spec|reports|data|DESIGN)|/work/|heavy\.lock|memsim-heavy|flock /tmp")
+UNOPENABLE = re.compile(r"§|\bspec\b|\bspecification\b|\bsection \d|\bissue \d+", re.IGNORECASE)
+
+
+def _texts(cmd, path=()):
+    """Every text of a command's --help: its help and epilog, each option's help, default and metavar."""
+    yield " ".join(path) or "memsim", "help", f"{cmd.help or ''} {cmd.epilog or ''}"
+    for p in cmd.params:
+        yield " ".join(path), p.name, f"{getattr(p, 'help', None) or ''} {p.default!s} {p.metavar or ''}"
+    for name, sub in (getattr(cmd, "commands", None) or {}).items():
+        yield from _texts(sub, (*path, name))
+
+
+def test_help_names_no_private_path_and_cites_no_spec_section():
+    bad = [(where, what, m.group(0)) for where, what, text in _texts(ROOT)
+           for pattern in (PRIVATE, UNOPENABLE) for m in [pattern.search(text)] if m]
+    assert not bad, bad
+
+
+def test_bench_help_lists_every_bench():
+    """Every registered bench command is listed, and every benchmark script is a command or named in the help."""
+    from harness.commands.bench import app as bench_app
+
+    out = _help(["bench"])
+    listed = {m.group(1) for m in re.finditer(r"^\W*([a-z][a-z0-9-]+)\s{2,}\S", out.split("Commands")[-1], re.M)}
+    registered = {c.name or c.callback.__name__.replace("_", "-") for c in bench_app.registered_commands}
+    assert registered and listed == registered, (listed, registered)
+    every_help = " ".join(text for _, _, text in _texts(ROOT.commands["bench"]))
+    root = Path(__file__).resolve().parents[2] / "benchmarks"
+    for script in sorted(root.glob("*.py")):
+        source = script.read_text(encoding="utf-8")
+        if '__name__ == "__main__"' not in source and not re.search(r"^def run\(out_dir", source, re.M):
+            continue
+        stem = script.stem
+        assert (stem.replace("_", "-") in registered or f"benchmarks.{stem}" in every_help
+                or stem.replace("_", "-") in every_help), f"benchmarks/{script.name} is not reachable from memsim bench --help"
+
+
+def test_error_lines_do_not_lead_with_exception_class_names():
+    from harness.commands import describe_error
+
+    assert describe_error(ValueError("rounds must be at least 1")) == "rounds must be at least 1"
+    assert describe_error(FileNotFoundError(2, "No such file or directory", "x.json")) == \
+        "x.json: No such file or directory"
+    line = describe_error(IndexError("list index out of range"))
+    assert line.startswith("list index out of range (an internal IndexError; MEMSIM_TRACEBACK=1")
+    assert describe_error(RuntimeError()).startswith("failed (an internal RuntimeError")
+    demo = typer.Typer()
+
+    @demo.command()
+    def boom() -> None:
+        from harness.commands import cli_errors
+
+        with cli_errors():
+            raise ValueError("a.yaml: rounds: must be at least 1")
+
+    @demo.command()
+    def other() -> None:
+        pass
+
+    res = CliRunner().invoke(demo, ["boom"])
+    assert res.exit_code == 1 and res.output.strip() == "error: a.yaml: rounds: must be at least 1"

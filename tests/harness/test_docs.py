@@ -1,5 +1,6 @@
 """The documentation under docs/: builds with ``mkdocs build --strict``, claim lists in sync with the registry,
-every named option of the config classes documented, nothing that needs ../shared."""
+every named option of the config classes documented, nothing (in the pages or the docstrings the API pages
+render) that points at a folder or machine a user does not have."""
 
 from __future__ import annotations
 
@@ -54,9 +55,50 @@ def test_every_named_option_is_documented(module: str, cls: str, page: str) -> N
     assert not missing, f"{cls} fields not documented in docs/{page}: {missing}"
 
 
+PRIVATE = re.compile(r"\.\./shared|\bshared/(spec|reports|data|DESIGN)|/work/|heavy\.lock|memsim-heavy|flock /tmp")
+"""What a user of memsim does not have: this project's shared folder, its machines' paths and heavy-run lock."""
+
+
 def test_docs_do_not_send_users_to_shared() -> None:
-    for p in DOCS.rglob("*.md"):
-        assert not re.search(r"\.\./shared|shared/(spec|reports|DESIGN)", p.read_text(encoding="utf-8")), p
+    for p in [*DOCS.rglob("*.md"), ROOT / "README.md", ROOT / "CONTRIBUTING.md"]:
+        m = PRIVATE.search(p.read_text(encoding="utf-8"))
+        assert not m, (p, m.group(0))
+
+
+def _api_modules() -> list[str]:
+    """The modules the API pages render (``::: module`` lines of docs/api/*.md)."""
+    return [m for p in sorted((DOCS / "api").glob("*.md"))
+            for m in re.findall(r"^:::\s*([\w.]+)", p.read_text(encoding="utf-8"), re.M)]
+
+
+def _docstrings(path: Path) -> list[tuple[int, str]]:
+    """Every docstring the API pages can render from a module: module, class, function and attribute docstrings
+    (each string literal standing alone as a statement, which is what mkdocstrings/griffe shows)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(node.lineno, node.value.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)]
+
+
+def test_api_pages_do_not_send_users_to_shared() -> None:
+    modules = _api_modules()
+    assert {"tortoise_sim.config", "harness.claims", "benchmarks.sweep"} <= set(modules)
+    bad = []
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin, name
+        for line, text in _docstrings(Path(spec.origin)):
+            m = PRIVATE.search(text)
+            if m:
+                bad.append(f"{name}:{line}: {m.group(0)}")
+    assert not bad, bad
+
+
+def test_api_docstring_scan_sees_attribute_docstrings(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text('"""Module."""\nX = 1\n"""Data in ../shared/data/x."""\n', encoding="utf-8")
+    assert [PRIVATE.search(t) is not None for _, t in _docstrings(src)] == [False, True]
 
 
 def test_mkdocs_build_strict(tmp_path: Path) -> None:

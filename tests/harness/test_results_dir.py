@@ -83,7 +83,13 @@ def test_fuzz_writes_to_its_run_folder(clone):
 # every bench command, with its benchmark module's run() replaced by one that records where it was told to write
 BENCHES = {"selectors": ("selectors", []), "cbr-loop": ("cbr_loop", []), "cost": ("cost", []),
            "locomo": ("locomo", []), "serve": ("serve", []), "engines": ("engines", []),
-           "sweep": ("sweep", ["any.yaml"])}
+           "sweep": ("sweep", ["any.yaml"]), "redaction": ("redaction", []), "ep-scaling": ("ep_scaling", [])}
+
+
+def test_every_bench_command_is_covered_here():
+    from harness.commands.bench import app as bench_app
+
+    assert {c.name or c.callback.__name__ for c in bench_app.registered_commands} == set(BENCHES)
 
 
 @pytest.mark.parametrize("quick", [False, True])
@@ -95,12 +101,14 @@ def test_every_bench_defaults_to_the_run_folder(clone, monkeypatch, bench, quick
 
     def fake_run(*a, **kw):
         out_dir = a[1] if bench == "sweep" else a[0]
+        if bench == "ep-scaling":  # its main(argv) parses --out
+            out_dir = a[0][a[0].index("--out") + 1]
         seen.append(Path(out_dir))
         p = Path(out_dir) / f"{bench}.json"
         p.write_text("{}\n", encoding="utf-8")
         return [p]
 
-    monkeypatch.setattr(mod, "run", fake_run)
+    monkeypatch.setattr(mod, "main" if bench == "ep-scaling" else "run", fake_run)
     flags = ["--quick"] if quick and bench != "sweep" else []
     res = runner.invoke(app, ["bench", bench, *args, *flags, "--no-progress"])
     assert res.exit_code == 0, res.output

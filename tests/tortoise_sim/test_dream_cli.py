@@ -29,7 +29,8 @@ def test_dream_and_confidence_commands(tmp_path: Path) -> None:
     ids = _seed(db)
     runner = CliRunner()
     gated = runner.invoke(app, ["dream", "--db", str(db)])
-    assert gated.exit_code == 1 and "CalibrationError" in gated.output and ids["B"] in gated.output
+    assert gated.exit_code == 1 and "live claim(s) lack a baseline" in gated.output and ids["B"] in gated.output
+    assert gated.output.startswith("error: ") and "CalibrationError" not in gated.output  # the message, not the class
     res = runner.invoke(app, ["dream", "--db", str(db), "--mode", "full", "--no-calibration", "--no-censoring",
                               "--json"])
     assert res.exit_code == 0, res.output
