@@ -199,7 +199,8 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
             "tokens": "cl100k_base tokens of '<session date-time>: <unit text>' per retrieved unit, joined by a "
                       "newline (dialog, observation) or a blank line (summary); mean per question",
         },
-        "config": {"data": str(src), "conversations": [c.sample_id for c in chosen], "retrievers": names,
+        "config": {"data": src.name, "sources": sorted({Path(c.source).name for c in chosen}),
+                   "conversations": [c.sample_id for c in chosen], "retrievers": names,
                    "arms": arm_names, "design_k": list(k_values), "quick": quick, "seed": seed},
         "conversations_used": [c.sample_id for c in chosen],
         "rows": aggregate_rows(results),
