@@ -301,6 +301,8 @@ def test_benchmark_writes_json_md_png_with_design_rows(tmp_path: Path) -> None:
                    track=lambda it, description="", total=None: (seen.append(description), it)[1])
     assert [p.name for p in paths] == ["locomo-paper.json", "locomo-paper.md", "locomo-paper.png"]
     payload = json.loads(paths[0].read_text(encoding="utf-8"))
+    assert str(tmp_path) not in paths[0].read_text(encoding="utf-8")  # no machine path in a results file
+    assert payload["config"]["sources"] == ["conv-t.json"]
     assert {(r["unit"], r["k"]) for r in payload["rows"]} == {(u, k) for u, ks in pp.K_GRID.items() for k in ks}
     for r in payload["rows"]:
         assert set(r) >= {"retriever", "unit", "k", "recall", "tokens_cl100k"}
