@@ -82,7 +82,7 @@ def test_fuzz_writes_to_its_run_folder(clone):
 
 # every bench command, with its benchmark module's run() replaced by one that records where it was told to write
 BENCHES = {"selectors": ("selectors", []), "cbr-loop": ("cbr_loop", []), "cost": ("cost", []),
-           "locomo": ("locomo", []), "serve": ("serve", []), "engines": ("engines", []),
+           "locomo": ("locomo", ["--data", "locomo10.json"]), "serve": ("serve", []), "engines": ("engines", []),
            "sweep": ("sweep", ["any.yaml"]), "redaction": ("redaction", []), "ep-scaling": ("ep_scaling", [])}
 
 
@@ -109,6 +109,7 @@ def test_every_bench_defaults_to_the_run_folder(clone, monkeypatch, bench, quick
         return [p]
 
     monkeypatch.setattr(mod, "main" if bench == "ep-scaling" else "run", fake_run)
+    (clone / "locomo10.json").write_text("[]\n", encoding="utf-8")  # locomo checks its data exists before the work
     flags = ["--quick"] if quick and bench != "sweep" else []
     res = runner.invoke(app, ["bench", bench, *args, *flags, "--no-progress"])
     assert res.exit_code == 0, res.output
