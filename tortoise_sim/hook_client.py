@@ -7,7 +7,15 @@ on every prompt. It imports only the standard library; the in-process fallback i
 Entry points: ``memsim tortoise hook-volunteer | hook-session-start | hook-session-end [options]`` (``memsim``'s
 console entry, :func:`harness.entry.main`, dispatches these here before importing typer), ``memsim-hook ...`` and
 ``python -m tortoise_sim.hook_client ...``. Every hook exits 0 with empty stdout on any error, usage errors
-(unknown options, missing values) included; a usage error prints one line on stderr.
+(unknown options, missing values) included; a usage error prints one line on stderr. ``memsim-hook --help`` prints
+the usage (:data:`USAGE`) and exits 0.
+
+A service that accepts but does not answer, answers slowly or answers garbage cannot stall a prompt: the prompt
+hooks (``hook-volunteer``, ``hook-session-start``) wait at most ``$MEMSIM_HOOK_TIMEOUT`` seconds
+(:data:`DEFAULT_TIMEOUT_S`) for connect, send and the whole answer together, then fail open: exit 0, nothing on
+stdout, one note on stderr. (The in-process fallback cannot help then: a live service holds the store's lock.)
+``hook-session-end`` runs after the session and no prompt waits on it, so it waits up to
+``$MEMSIM_HOOK_END_TIMEOUT`` seconds (:data:`DEFAULT_END_TIMEOUT_S`): filing a long transcript takes longer.
 
 Protocol (version :data:`PROTOCOL_VERSION`): one request per connection over a Unix stream socket, each message a
 single line of UTF-8 JSON. Request ``{"v": 1, "op": NAME, "args": {...}}``; response ``{"v": 1, "ok": true,
@@ -27,20 +35,54 @@ import os
 import socket
 import sys
 import tempfile
+import time
 
 TYPE_CHECKING = False  # no runtime ``typing`` import (it pulls ``re`` and ``collections``: ~10 ms per hook)
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, NoReturn
 
-__all__ = ["PROTOCOL_VERSION", "HOOK_COMMANDS", "HARNESSES", "DEFAULT_HARNESS", "ServiceError", "default_db", "socket_path_for", "pid_path_for",
-           "call", "run_hook", "main", "HookUsageError"]
+__all__ = ["PROTOCOL_VERSION", "HOOK_COMMANDS", "HARNESSES", "DEFAULT_HARNESS", "ServiceError", "default_db",
+           "socket_path_for", "socket_dir", "pid_path_for", "call", "run_hook", "main", "HookUsageError",
+           "HookServiceFailure", "hook_timeout", "USAGE", "DEFAULT_TIMEOUT_S", "DEFAULT_END_TIMEOUT_S"]
 
 PROTOCOL_VERSION = 1
 HOOK_COMMANDS = ("hook-volunteer", "hook-session-start", "hook-session-end")
 MAX_MESSAGE = 64 << 20
 CONNECT_TIMEOUT_S = 0.5
-DEFAULT_TIMEOUT_S = 20.0
+DEFAULT_TIMEOUT_S = 1.0  # prompt hooks: a warm service answers in well under a second (``memsim bench serve``)
+DEFAULT_END_TIMEOUT_S = 30.0  # session end: spool + capture of the whole transcript; no prompt waits on it
+TIMEOUT_ENV = "MEMSIM_HOOK_TIMEOUT"
+END_TIMEOUT_ENV = "MEMSIM_HOOK_END_TIMEOUT"
+
+USAGE = """\
+usage: memsim-hook COMMAND [options] < HOOK_JSON
+
+Tortoise hooks for an agent harness (Claude Code, Codex, Cline). Each reads the harness's hook JSON on stdin and
+always exits 0; on any error it prints nothing on stdout (a note on stderr).
+
+commands:
+  hook-volunteer      per-prompt hook (UserPromptSubmit): prints one line with the pointer block in the
+                      harness's shape when a pointer passed every gate, nothing otherwise
+                      options: --harness claude|codex|devin|cline|other (default codex), --db, --socket
+  hook-session-start  session-start hook: prints the memory digest, or one line saying there is no memory yet
+                      options: --db, --socket
+  hook-session-end    session-end hook: spools the transcript (turns or transcript_path of the hook JSON) and
+                      files that session into the store; prints nothing
+                      options: --harness NAME (default claude), --db, --socket, --spool-dir DIR
+
+options:
+  --db STORE          the Kuzu store (default $MEMSIM_TORTOISE_DB, else ./.memsim/tortoise.kuzu)
+  --socket PATH       the resident service's socket (default $MEMSIM_TORTOISE_SOCKET, else derived from the
+                      store path, as `memsim tortoise serve --db STORE` does)
+
+environment:
+  MEMSIM_HOOK_TIMEOUT      seconds a prompt hook waits for the resident service (default 1); past it the hook
+                           prints nothing and notes the timeout on stderr
+  MEMSIM_HOOK_END_TIMEOUT  the same for hook-session-end (default 30)
+
+With no service answering, the hook runs in this process on the store (opened read-only for the prompt hooks).
+"""
 
 # hook-volunteer --harness: the output shape of spec §7.1 step 3 (claude/codex/devin: hookSpecificOutput JSON,
 # cline: contextModification JSON, other: the raw block). The spec's default is codex. Any other value is a usage
@@ -68,6 +110,20 @@ class HookUsageError(ValueError):
     """Bad hook command line (unknown option, missing value)."""
 
 
+class HookServiceFailure(RuntimeError):
+    """A service accepted the hook's connection but did not answer in time, or answered badly: the hook fails open
+    (nothing on stdout) and prints this message as its one stderr note."""
+
+
+def hook_timeout(env: str = TIMEOUT_ENV, default: float = DEFAULT_TIMEOUT_S) -> float:
+    """Seconds from ``$env`` (a positive number), else ``default``; a value that is not one is ignored."""
+    try:
+        value = float(os.environ.get(env) or default)
+    except ValueError:
+        return default
+    return value if 0 < value < float("inf") else default
+
+
 def default_db(db: str | os.PathLike[str] | None = None) -> str:
     """The store path rule of ``memsim tortoise``: ``--db``, else ``$MEMSIM_TORTOISE_DB``, else
     ``.memsim/tortoise.kuzu``."""
@@ -83,10 +139,17 @@ def _runtime_dir() -> str:
     return tempfile.gettempdir()
 
 
+def socket_dir() -> str:
+    """The folder of the derived socket paths: ``<$XDG_RUNTIME_DIR or /tmp>/memsim-<uid>``, which the service
+    creates mode 0700 (only its user may reach the socket inside; the socket itself is 0600)."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(_runtime_dir(), f"memsim-{uid}")
+
+
 def socket_path_for(db: str | os.PathLike[str] | None = None, socket_path: str | None = None) -> str:
     """``socket_path`` if given, else ``$MEMSIM_TORTOISE_SOCKET``, else a short path derived from the store's
-    real path: ``<$XDG_RUNTIME_DIR or /tmp>/memsim-tortoise-<uid>-<sha256[:16]>.sock`` (AF_UNIX paths are limited
-    to ~107 bytes, so the store path itself cannot be used)."""
+    real path: ``<socket_dir()>/tortoise-<sha256[:16]>.sock`` (AF_UNIX paths are limited to ~107 bytes, so the
+    store path itself cannot be used)."""
     if socket_path:
         return os.fspath(socket_path)
     env = os.environ.get("MEMSIM_TORTOISE_SOCKET")
@@ -94,8 +157,7 @@ def socket_path_for(db: str | os.PathLike[str] | None = None, socket_path: str |
         return env
     real = os.path.realpath(default_db(db))
     digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return os.path.join(_runtime_dir(), f"memsim-tortoise-{uid}-{digest}.sock")
+    return os.path.join(socket_dir(), f"tortoise-{digest}.sock")
 
 
 def pid_path_for(sock: str) -> str:
@@ -106,33 +168,45 @@ def pid_path_for(sock: str) -> str:
 def call(sock: str, op: str, args: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
     """One request. Returns the ``result``; ``None`` means **no service answered** (no socket, connection refused:
     the caller may fall back in-process). Raises :class:`ServiceError` when the service answered with an error or
-    broke the protocol, ``TimeoutError`` when it accepted but did not answer in ``timeout`` seconds."""
+    broke the protocol, ``TimeoutError`` when it accepted but did not answer within ``timeout`` seconds (default
+    :func:`hook_timeout`). The timeout bounds connect, send and the whole answer together (one deadline), so a
+    service that trickles bytes cannot stretch it."""
     if timeout is None:
-        try:
-            timeout = float(os.environ.get("MEMSIM_HOOK_TIMEOUT", DEFAULT_TIMEOUT_S))
-        except ValueError:
-            timeout = DEFAULT_TIMEOUT_S
+        timeout = hook_timeout()
+    deadline = time.monotonic() + timeout
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        s.settimeout(CONNECT_TIMEOUT_S)
+        s.settimeout(min(CONNECT_TIMEOUT_S, timeout))
         try:
             s.connect(sock)
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError, PermissionError, OSError):
             return None
-        s.settimeout(timeout)
         msg = json.dumps({"v": PROTOCOL_VERSION, "op": op, "args": args or {}}, ensure_ascii=False,
                          default=str).encode("utf-8") + b"\n"
-        s.sendall(msg)
         buf = bytearray()
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(1 << 16)
-            if not chunk:
-                break
-            buf += chunk
-            if len(buf) > MAX_MESSAGE:
-                raise ServiceError("response too large")
-    except TimeoutError:
-        raise
+        try:
+            s.settimeout(max(deadline - time.monotonic(), 1e-3))
+            try:
+                s.sendall(msg)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the service refused the request early (busy, too large): its error frame is still readable
+            while not buf.endswith(b"\n"):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                s.settimeout(left)
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+                if len(buf) > MAX_MESSAGE:
+                    raise ServiceError("response too large")
+        except TimeoutError:
+            raise TimeoutError(f"no answer within {timeout:g} s") from None
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            if not buf:
+                raise ServiceError(f"service dropped the connection ({exc.strerror or exc})") from None
+            raise ServiceError("service dropped the connection mid-answer") from None
     finally:
         s.close()
     if not buf:
@@ -239,12 +313,17 @@ def inprocess_volunteer(stdin: bytes, harness: str, db: str) -> str:
 
 
 def inprocess_session_start(db: str) -> str:
+    """The digest of the store at ``db``, opened read-only; with no store there, the digest's one line saying
+    there is no memory yet (nothing is created)."""
     from tortoise_sim.hooks import hook_session_start
 
-    if not os.path.exists(db):
-        return ""
-    store = _LazyReadStore(db)
-    out, _ = hook_session_start(lambda: store._open())
+    if os.path.exists(db):
+        store = _LazyReadStore(db)
+        out, _ = hook_session_start(lambda: store._open())
+    else:
+        from tortoise_sim.digest import NO_MEMORY_LINE
+
+        out = NO_MEMORY_LINE + "\n"
     if out and os.environ.get("MEMSIM_TORTOISE_REDACTOR") == "hardened":  # tortoise_sim.redaction.mark_as_data
         from tortoise_sim.redaction import mark_as_data
 
@@ -260,27 +339,57 @@ def inprocess_session_end(stdin: bytes, harness: str, db: str, spool_dir: str | 
     return ""
 
 
+def resolve_transcript_path(data: bytes) -> bytes:
+    """A session-end hook JSON whose ``transcript_path`` is relative, with that path made absolute against this
+    process's working directory (the harness's), so a service running elsewhere reads the same file. Anything
+    else is returned unchanged."""
+    try:
+        hook = json.loads(data.decode("utf-8", "replace"))
+    except ValueError:
+        return data
+    path = hook.get("transcript_path") if isinstance(hook, dict) else None
+    if not isinstance(path, str) or not path or os.path.isabs(path):
+        return data
+    hook["transcript_path"] = os.path.abspath(path)
+    return json.dumps(hook, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def _ask(sock: str, op: str, args: dict[str, Any], timeout: float, env: str) -> Any:
+    """:func:`call`, with a service that times out or answers badly turned into :class:`HookServiceFailure`."""
+    try:
+        return call(sock, op, args, timeout=timeout)
+    except TimeoutError:
+        raise HookServiceFailure(f"the Tortoise service on {sock} accepted the connection but did not answer "
+                                 f"within {timeout:g} s (${env}); printing nothing") from None
+    except ServiceError as exc:
+        raise HookServiceFailure(f"the Tortoise service on {sock} failed: {exc}; printing nothing") from None
+
+
 def run_hook(command: str, argv: Sequence[str], stdin: bytes | None = None) -> str:
-    """The hook's stdout for ``command`` (``HOOK_COMMANDS``); raises on usage errors (``main`` swallows)."""
+    """The hook's stdout for ``command`` (``HOOK_COMMANDS``); raises on usage errors and
+    :class:`HookServiceFailure` (``main`` turns both into one stderr note and empty stdout)."""
     opts = parse_hook_args(command, argv)
     data = _read_stdin() if stdin is None else stdin
     db = default_db(opts.get("db"))
     sock = socket_path_for(db, opts.get("socket"))
     harness = opts.get("harness", DEFAULT_HARNESS if command == "hook-volunteer" else "claude")
-    text = data.decode("utf-8", "replace")
+    timeout = hook_timeout()
     if command == "hook-volunteer":
-        res = call(sock, "hook_volunteer", {"stdin": text, "harness": harness})
+        res = _ask(sock, "hook_volunteer", {"stdin": data.decode("utf-8", "replace"), "harness": harness}, timeout,
+                   TIMEOUT_ENV)
         if res is None:
             return inprocess_volunteer(data, harness, db)
         return str(res.get("stdout") or "")
     if command == "hook-session-start":
-        res = call(sock, "hook_session_start", {})
+        res = _ask(sock, "hook_session_start", {}, timeout, TIMEOUT_ENV)
         if res is None:
             return inprocess_session_start(db)
         return str(res.get("stdout") or "")
+    data = resolve_transcript_path(data)
     spool = opts.get("spool_dir")
-    res = call(sock, "hook_session_end", {"stdin": text, "harness": harness,
-                                          "spool_dir": os.path.abspath(spool) if spool else None})
+    res = _ask(sock, "hook_session_end", {"stdin": data.decode("utf-8", "replace"), "harness": harness,
+                                          "spool_dir": os.path.abspath(spool) if spool else None},
+               hook_timeout(END_TIMEOUT_ENV, DEFAULT_END_TIMEOUT_S), END_TIMEOUT_ENV)
     if res is None:
         return inprocess_session_end(data, harness, db, spool)
     return ""
@@ -296,10 +405,16 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     try:
         _pin_threads()
         if not args:
-            raise HookUsageError(f"usage: memsim-hook {{{'|'.join(HOOK_COMMANDS)}}} [options]")
-        out = run_hook(args[0], args[1:])
+            raise HookUsageError(f"usage: memsim-hook {{{'|'.join(HOOK_COMMANDS)}}} [options] (see --help)")
+        if args[0] in ("-h", "--help", "help") or (args[0] in HOOK_COMMANDS and ("--help" in args or "-h" in args)):
+            out = USAGE
+        else:
+            out = run_hook(args[0], args[1:])
     except HookUsageError as exc:
         _note(f"memsim hook: {exc} (ignored; printing nothing)")
+    except HookServiceFailure as exc:
+        out = ""
+        _note(f"memsim hook: {exc}")
     except BaseException:  # noqa: BLE001 - a hook never fails the host
         out = ""
     try:

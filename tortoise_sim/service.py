@@ -43,6 +43,7 @@ from .hook_client import (
     call,
     default_db,
     pid_path_for,
+    socket_dir,
     socket_path_for,
 )
 
@@ -52,6 +53,8 @@ __all__ = ["TortoiseService", "OPS", "probe", "clear_stale", "start_detached", "
 OPS = ("ping", "status", "shutdown", "hook_volunteer", "hook_session_start", "hook_session_end", "volunteer",
        "context", "capture", "checkpoint", "diary_write", "diary_read")
 WRITE_OPS = frozenset({"hook_session_end", "capture", "checkpoint", "diary_write"})
+READ_DEADLINE_S = 10.0  # a client has this long to send its whole request line (one sendall on loopback)
+MAX_CONNECTIONS = 32  # connections served at once; one more gets a "busy" error frame and is closed
 
 
 class ServiceStartError(RuntimeError):
@@ -87,12 +90,19 @@ def _read_pid(sock: str) -> dict[str, Any] | None:
 
 
 def probe(sock: str, timeout: float = 2.0) -> dict[str, Any]:
-    """``{"state": "running", "status": {...}}`` when a service answers ``ping``; ``{"state": "stale", ...}`` when
-    a socket or pid file is left but nothing answers; ``{"state": "absent"}`` otherwise."""
+    """``{"state": "running", "status": {...}}`` when a service answers ``status``; ``{"state": "unresponsive",
+    "note": ...}`` when a process accepts connections on the socket but does not answer within ``timeout`` seconds
+    (or answers garbage); ``{"state": "stale", ...}`` when a socket or pid file is left but nothing accepts;
+    ``{"state": "absent"}`` otherwise."""
     try:
         res = call(sock, "status", timeout=timeout)
     except (ServiceError, TimeoutError, OSError) as exc:
-        return {"state": "unresponsive", "error": str(exc), "pid": (_read_pid(sock) or {}).get("pid")}
+        pid = (_read_pid(sock) or {}).get("pid")
+        what = (f"does not answer within {timeout:g} s" if isinstance(exc, TimeoutError)
+                else f"does not answer as a Tortoise service ({exc})")
+        return {"state": "unresponsive", "error": str(exc), "pid": pid,
+                "note": f"a process accepts connections on {sock} but {what}"
+                        + (f"; the pid file names pid {pid}" if pid else "")}
     if res is not None:
         return {"state": "running", "status": res}
     info = _read_pid(sock)
@@ -163,7 +173,25 @@ def session_end_apply(stdin: bytes | str, harness: str, db: str | os.PathLike[st
             sim.close()
 
 
-def _open_sim(path: Path, preset: str, embedder: str) -> Any:
+def private_socket_dir(folder: Path) -> None:
+    """Make ``folder`` (the socket's) exist with mode 0700. The derived folder (:func:`socket_dir`) is tightened to
+    0700 when this user owns it and refused when another user does; a folder named by ``--socket`` that already
+    exists is left as it is (the socket itself is 0600)."""
+    derived = os.path.abspath(folder) == os.path.abspath(socket_dir())
+    if not folder.exists():
+        folder.mkdir(parents=True, mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)  # mkdir's mode is masked by the umask
+        return
+    if not derived:
+        return
+    st = folder.stat()
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise ServiceStartError(f"{folder}: the socket folder belongs to another user (uid {st.st_uid})")
+    if st.st_mode & 0o777 != 0o700:
+        os.chmod(folder, 0o700)
+
+
+def _open_sim(path: Path, preset: str, embedder: str, fault_hook: Any = None) -> Any:
     from .config import SimConfig
     from .redaction import redactor_from_env
     from .sdk import Tortoise
@@ -178,24 +206,81 @@ def _open_sim(path: Path, preset: str, embedder: str) -> Any:
         from .light_encoder import light_encoder
 
         enc = light_encoder()
-    return Tortoise(path, config=cfg, encoder=enc, seed=None)
+    if fault_hook is None:
+        return Tortoise(path, config=cfg, encoder=enc, seed=None)
+    from .config import FaultHooks
+
+    return Tortoise(path, config=cfg, encoder=enc, seed=None, faults=FaultHooks(step=fault_hook))
 
 
 def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, ensure_ascii=False, default=str))
 
 
-class _Handler(socketserver.StreamRequestHandler):
+class _Handler(socketserver.BaseRequestHandler):
+    """One request per connection, read under one deadline (``READ_DEADLINE_S`` for the whole line, so a client
+    that sends half a frame and stalls, or trickles bytes, costs one thread for at most that long); an oversized,
+    incomplete or unparsable frame gets an error frame and the connection is closed. Each connection has its own
+    thread, and only store operations share the store lock, so a bad client never blocks the others."""
+
     server: _Server
 
     def handle(self) -> None:
-        line = self.rfile.readline(MAX_MESSAGE + 1)
-        if not line:
+        svc = self.server.service
+        conn: Any = self.request
+        if not svc.slots.acquire(blocking=False):
+            svc.note_error()
+            self._send(svc._err("Busy", f"the service already serves {svc.max_connections} connections; retry"))
             return
-        resp = self.server.service.handle_raw(line)
+        try:
+            line, problem = self._read_line(conn, svc.read_deadline_s, svc.max_request)
+            if problem is not None:
+                svc.note_error()
+                if problem:
+                    self._send(svc._err("ProtocolError", problem))
+                return
+            self._send(svc.handle_raw(line))
+        except Exception as exc:  # noqa: BLE001 - one connection's failure never ends the service
+            svc.note_error()
+            self._send(svc._err("ServiceError", f"request failed ({type(exc).__name__}: {exc})"))
+        finally:
+            svc.slots.release()
+
+    @staticmethod
+    def _read_line(conn: Any, deadline_s: float, limit: int) -> tuple[bytes, str | None]:
+        """``(line, None)`` for a complete request line; ``(b"", "")`` for a connection closed before any byte
+        (nothing to answer); ``(partial, reason)`` for a frame that is too large, incomplete or too slow."""
+        buf = bytearray()
+        deadline = time.monotonic() + deadline_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(buf), f"incomplete request: no full line within {deadline_s:g} s"
+            conn.settimeout(left)
+            try:
+                chunk = conn.recv(1 << 16)
+            except TimeoutError:
+                continue
+            except OSError:
+                return bytes(buf), ""
+            if not chunk:
+                if not buf:
+                    return b"", ""
+                return bytes(buf), "incomplete request: the connection closed before the end of the line"
+            nl = chunk.find(b"\n")
+            if nl >= 0:
+                buf += chunk[:nl + 1]
+                if len(buf) > limit + 1:
+                    return b"", f"request larger than {limit} bytes"
+                return bytes(buf), None
+            buf += chunk
+            if len(buf) > limit:
+                return b"", f"request larger than {limit} bytes"
+
+    def _send(self, resp: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
-            self.wfile.write(json.dumps(resp, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
-            self.wfile.flush()
+            self.request.settimeout(self.server.service.read_deadline_s)
+            self.request.sendall(json.dumps(resp, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -209,11 +294,19 @@ class TortoiseService:
     """One store, one lock, one socket. ``handle(request_dict)`` is the protocol without the socket (tests)."""
 
     def __init__(self, db: str | os.PathLike[str] | None = None, socket_path: str | None = None, *,
-                 preset: str = "analysed", embedder: str = "minilm") -> None:
+                 preset: str = "analysed", embedder: str = "minilm", read_deadline_s: float = READ_DEADLINE_S,
+                 max_connections: int = MAX_CONNECTIONS, max_request: int = MAX_MESSAGE,
+                 fault_hook: Any = None) -> None:
         self.db = Path(default_db(os.fspath(db) if db is not None else None))
         self.sock = socket_path_for(self.db, socket_path)
         self.preset = preset
         self.embedder = embedder
+        self.read_deadline_s = read_deadline_s
+        self.max_connections = max_connections
+        self.max_request = max_request
+        self.fault_hook = fault_hook  # passed to the store (tortoise_sim.durable steps; the kill runner's case)
+        self.slots = threading.BoundedSemaphore(max_connections)
+        self._count_lock = threading.Lock()
         self.lock = threading.Lock()
         self.sim: Any = None
         self.server: _Server | None = None
@@ -228,10 +321,14 @@ class TortoiseService:
     def open(self) -> None:
         """Open the store (read-write: this process becomes the Kuzu writer); BLAS / OpenMP pinned to one thread
         (a spinning BLAS pool on a loaded machine turned 80 ms calls into seconds, measured)."""
+        if self.db.is_file() and self.db.stat().st_size == 0:
+            raise ServiceStartError(f"{self.db}: empty file (0 bytes), not a Kuzu store; remove it or pass "
+                                    "another --db")
         try:
-            self.sim = _open_sim(self.db, self.preset, self.embedder)
+            self.sim = _open_sim(self.db, self.preset, self.embedder, self.fault_hook)
         except RuntimeError as exc:  # Kuzu: lock held by another process, unreadable file...
-            raise ServiceStartError(f"{self.db}: cannot open the store ({exc})") from None
+            msg = " ".join(str(exc).split())
+            raise ServiceStartError(f"{self.db}: cannot open the store ({msg})") from None
         with contextlib.suppress(Exception):
             import scipy.special  # noqa: F401  (vectorised erf for the light encoder's GELU)
         with contextlib.suppress(Exception):
@@ -266,7 +363,7 @@ class TortoiseService:
 
     def bind(self) -> None:
         clear_stale(self.sock)
-        Path(self.sock).parent.mkdir(parents=True, exist_ok=True)
+        private_socket_dir(Path(self.sock).parent)
         old = os.umask(0o077)
         try:
             self.server = _Server(self.sock, _Handler, bind_and_activate=True)
@@ -274,6 +371,7 @@ class TortoiseService:
             raise ServiceStartError(f"{self.sock}: cannot bind ({exc})") from None
         finally:
             os.umask(old)
+        os.chmod(self.sock, 0o600)  # the umask leaves 0700; a socket needs no execute bit
         self.server.service = self
         tmp = pid_path_for(self.sock) + f".{os.getpid()}.tmp"
         Path(tmp).write_text(json.dumps({"pid": os.getpid(), "db": str(self.db.resolve()), "socket": self.sock,
@@ -322,34 +420,38 @@ class TortoiseService:
                 self.sim = None
 
     # ------------------------------------------------------------------ protocol
+    def note_error(self) -> None:
+        with self._count_lock:
+            self.errors += 1
+
     def handle_raw(self, line: bytes) -> dict[str, Any]:
         try:
             req = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            self.errors += 1
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            self.note_error()
             return self._err("ProtocolError", f"request is not one line of JSON ({exc})")
         return self.handle(req)
 
     def handle(self, req: Any) -> dict[str, Any]:
         self.requests += 1
         if not isinstance(req, dict):
-            self.errors += 1
+            self.note_error()
             return self._err("ProtocolError", "request must be a JSON object")
         if req.get("v") != PROTOCOL_VERSION:
-            self.errors += 1
+            self.note_error()
             return self._err("ProtocolError", f"unsupported protocol version {req.get('v')!r} "
                                               f"(this service speaks {PROTOCOL_VERSION})")
         op, args = req.get("op"), req.get("args") or {}
         if op not in OPS or not isinstance(args, dict):
-            self.errors += 1
+            self.note_error()
             return self._err("ProtocolError", f"unknown op {op!r}" if op not in OPS else "args must be an object")
         try:
             result = getattr(self, f"op_{op}")(**args)
         except TypeError as exc:
-            self.errors += 1
+            self.note_error()
             return self._err("ProtocolError", f"bad arguments for {op}: {exc}")
         except Exception as exc:  # noqa: BLE001 - reported to the caller, the service keeps running
-            self.errors += 1
+            self.note_error()
             return self._err(type(exc).__name__, str(exc), getattr(exc, "code", None))
         return {"v": PROTOCOL_VERSION, "ok": True, "result": _jsonable(result)}
 
@@ -389,9 +491,17 @@ class TortoiseService:
         return {"stopping": True, "pid": os.getpid()}
 
     def op_hook_volunteer(self, stdin: str = "", harness: str = "codex") -> dict[str, Any]:
+        """The per-prompt hook. A prompt without retrieval intent (a courtesy prompt, TOR-38) never reads the
+        graph, so it is answered without waiting for the store lock (a long write in progress cannot delay it)."""
         from .hooks import hook_volunteer_turn
+        from .volunteer import has_intent, run_volunteer_pipeline
 
-        out, _ = self._store_op(lambda sim: hook_volunteer_turn(stdin, harness, store=sim.store), False)
+        def pipeline(window: list[dict[str, str]]) -> dict[str, Any]:
+            if not has_intent(window[-1]["content"]):
+                return run_volunteer_pipeline(None, window)  # returns before any store access (TOR-38)
+            return self._store_op(lambda sim: run_volunteer_pipeline(sim.store, window), False)
+
+        out, _ = hook_volunteer_turn(stdin, harness, volunteer=pipeline)
         return {"stdout": out}
 
     def op_hook_session_start(self) -> dict[str, Any]:

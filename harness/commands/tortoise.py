@@ -178,10 +178,16 @@ def hook_volunteer(
 
 @app.command("hook-session-start")
 def hook_session_start_cmd(db: DbOpt = None) -> None:
-    """Session-start hook: print the context digest verbatim; any failure prints nothing. Exit 0."""
+    """Session-start hook: print the context digest verbatim, or one line saying there is no memory yet when
+    there is no store; any failure prints nothing. Exit 0."""
     from tortoise_sim.hooks import hook_session_start
 
     path = db_path(db)
+    if not path.exists():
+        from tortoise_sim.digest import NO_MEMORY_LINE
+
+        sys.stdout.write(NO_MEMORY_LINE + "\n")
+        raise typer.Exit(0)
 
     def factory() -> Any:
         return _hook_store(path)

@@ -16,9 +16,11 @@ from typing import Annotated, Any
 import typer
 
 from harness.commands import fail
-from harness.commands.tortoise import DbOpt, app, db_path
+from harness.commands.tortoise import DbOpt, app, check_store_path, db_path
 
-__all__ = ["serve", "ServiceSim", "service_sim"]
+__all__ = ["serve", "ServiceSim", "service_sim", "CLI_TIMEOUT_S"]
+
+CLI_TIMEOUT_S = 300.0  # a CLI command sent to the service (a capture of a long transcript) waits this long
 
 SocketOpt = Annotated[str | None, typer.Option(
     "--socket", help="Unix socket path (default $MEMSIM_TORTOISE_SOCKET, else a short path derived from --db "
@@ -59,9 +61,12 @@ class ServiceSim:
         from tortoise_sim.hook_client import ServiceError, call
 
         try:
-            res = call(self.sock, op, args)
+            res = call(self.sock, op, args, timeout=CLI_TIMEOUT_S)
         except ServiceError as exc:
             raise _rebuild_error(exc) from None
+        except TimeoutError:
+            raise fail(f"{self.path}: the Tortoise service on {self.sock} did not answer within "
+                       f"{CLI_TIMEOUT_S:g} s; see `memsim tortoise serve --status --db {self.path}`") from None
         if res is None:
             raise fail(f"{self.path}: the Tortoise service on {self.sock} stopped answering; run the command again")
         return res
@@ -114,7 +119,9 @@ def serve(
                                               "socket and log file.")] = False,
     stop: Annotated[bool, typer.Option("--stop", help="Stop the service of this store and wait for it.")] = False,
     status: Annotated[bool, typer.Option("--status", help="Print the service status as JSON (exit 1 when none "
-                                                          "answers; says so when a stale socket is left).")] = False,
+                                                          "answers; says so when a stale socket is left, or when "
+                                                          "a process accepts connections but does not answer).")]
+    = False,
     preset: Annotated[str, typer.Option(help="Version profile: analysed, snapshot or later.")] = "analysed",
     embedder: Annotated[str, typer.Option(help="minilm (numpy MiniLM, the default) or hashing (tests).")] = "minilm",
 ) -> None:
@@ -136,13 +143,14 @@ def serve(
     if status:
         p = probe(sock)
         sys.stdout.write(json.dumps({"socket": sock, **p}, indent=2) + "\n")
+        if p.get("note"):
+            sys.stderr.write(p["note"] + "\n")
         raise typer.Exit(0 if p["state"] == "running" else 1)
     if stop:
         res = stop_service(sock)
         sys.stdout.write(json.dumps({"socket": sock, **res}) + "\n")
         return
-    if path.is_dir():
-        raise fail(f"{path}: is a directory, not a Kuzu store file")
+    check_store_path(path, must_exist=False)  # a directory or a 0-byte file is refused as `capture` does
     try:
         if detach:
             res = start_detached(path, sock, preset=preset, embedder=embedder)
