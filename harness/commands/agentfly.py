@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from harness.commands import BoundaryTyper, check_output_dir, check_range, fail
+from harness.commands import BoundaryTyper, check_output_dir, check_range, describe_error, fail
 
 app = BoundaryTyper(help="AgentFly/Memento CBR memory: retrieve with the trained classifier, train it, run the "
                        "NP/PM driver loops offline.", no_args_is_help=True)
@@ -32,7 +32,7 @@ def _bad_input(exc: BaseException, default_path: str | os.PathLike[str] | None =
     if isinstance(exc, OSError) and getattr(exc, "filename", None):
         return fail(f"{exc.filename}: {exc.strerror or exc}")
     where = f"{default_path}: " if default_path else ""
-    return fail(f"{where}{type(exc).__name__}: {exc}")
+    return fail(f"{where}{describe_error(exc)}")
 
 
 def _torch_threads() -> None:

@@ -202,3 +202,10 @@ def test_error_lines_do_not_lead_with_exception_class_names():
 
     res = CliRunner().invoke(demo, ["boom"])
     assert res.exit_code == 1 and res.output.strip() == "error: a.yaml: rounds: must be at least 1"
+
+
+def test_agentfly_bad_input_line_gives_the_file_and_the_message(capsys):
+    from harness.commands.agentfly import _bad_input
+
+    _bad_input(ValueError("pool row 3 has no 'question'"), "pool.jsonl")
+    assert capsys.readouterr().err.strip() == "error: pool.jsonl: pool row 3 has no 'question'"
