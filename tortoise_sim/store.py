@@ -82,9 +82,19 @@ import kuzu
 from .config import READ_TERMINAL, FaultHooks, SimConfig
 from .durable import after_write, append_text
 from .embed import EMBED_DIM, HashingEncoder, MiniLMEncoder, cut_words
-from .errors import FaultInjected
+from .errors import FaultInjected, TortoiseError
 
-__all__ = ["TortoiseStore", "StepClock", "POINT_COLUMNS", "READ_TERMINAL", "SCHEMA_VERSION", "iso"]
+__all__ = ["TortoiseStore", "StepClock", "StoreFull", "POINT_COLUMNS", "READ_TERMINAL", "SCHEMA_VERSION", "iso",
+           "DEFAULT_BUFFER_POOL"]
+
+DEFAULT_BUFFER_POOL = 1 << 30
+
+
+class StoreFull(TortoiseError, RuntimeError):
+    """Kuzu's buffer pool is full. An in-memory store keeps every page in that pool (nothing can be evicted to a
+    file), so it is full for good: after the first such error every later statement on it raises this error
+    before reaching Kuzu (a Kuzu database used after running out of pool memory has been seen to crash the
+    process). The message is one line naming the store and the way out."""
 
 log = logging.getLogger("tortoise_sim")
 
@@ -183,13 +193,28 @@ _MUTATING = re.compile(
 
 class _CountingConnection:
     """``kuzu.Connection`` wrapper that bumps the owning store's ``write_seq`` before any statement that may
-    mutate (see ``_MUTATING``), so direct ``store.conn.execute(...)`` writes are counted too."""
+    mutate (see ``_MUTATING``), so direct ``store.conn.execute(...)`` writes are counted too. It also turns Kuzu's
+    "buffer pool is full" into :class:`StoreFull` (see there)."""
 
     def __init__(self, conn: kuzu.Connection, store: TortoiseStore) -> None:
         self._conn = conn
         self._store = store
 
     def execute(self, query: Any, parameters: dict[str, Any] | None = None) -> Any:
+        store = self._store
+        if getattr(store, "full", None) is not None and not (isinstance(query, str) and _ROLLBACK.match(query)):
+            raise StoreFull(store.full)
+        try:
+            return self._execute(query, parameters)
+        except RuntimeError as exc:
+            if "buffer pool is full" not in str(exc):
+                raise
+            msg = store.full_message()
+            if store.path is None:
+                store.full = msg
+            raise StoreFull(msg) from None
+
+    def _execute(self, query: Any, parameters: dict[str, Any] | None = None) -> Any:
         if isinstance(query, str) and not _MUTATING.search(query):
             return self._conn.execute(query, parameters or {})
         self._store.write_seq += 1
@@ -225,6 +250,7 @@ def _ddl_columns(table: str, cols: dict[str, str]) -> str:
 COMMIT_STEP = "kuzu.commit"
 AUTOCOMMIT_STEP = "kuzu.autocommit"  # a mutating statement outside transaction(): Kuzu commits it on its own
 _TX_CONTROL = re.compile(r"^\s*(BEGIN|COMMIT|ROLLBACK)\b", re.IGNORECASE)
+_ROLLBACK = re.compile(r"^\s*ROLLBACK\b", re.IGNORECASE)
 
 
 class TortoiseStore:
@@ -246,12 +272,15 @@ class TortoiseStore:
         self.cfg = config or SimConfig()
         self.path = Path(path) if path is not None else None
         # Kuzu's defaults reserve 8 TiB of virtual address space and ~80 % of RAM per Database, which caps a
-        # process at a handful of live stores; bound both. Default buffer pool: 128 MiB for in-memory stores
-        # (tests open many), 1 GiB for an on-disk store (the CLI's; a 10,000-factor dream overflows 128 MiB).
-        # An in-memory store keeps every page in that pool: measured, about 280 captured one-turn sessions fill
-        # 128 MiB, after which Kuzu raises "buffer pool is full" (pass buffer_pool_size, or use a path).
+        # process at a handful of live stores; bound both. Default buffer pool: 1 GiB for every store (a
+        # 10,000-factor dream overflows 128 MiB). The pool is a cap, not an allocation: resident memory follows
+        # the pages in use (an empty in-memory store costs the same with a 128 MiB or a 1 GiB cap; only the
+        # reserved address space grows). An in-memory store keeps every page in the pool, so its cap is its
+        # capacity; past it every statement raises StoreFull (pass buffer_pool_size, or use a path).
         if buffer_pool_size is None:
-            buffer_pool_size = (1 << 30) if self.path is not None else 128 * 1024 * 1024
+            buffer_pool_size = DEFAULT_BUFFER_POOL
+        self.buffer_pool_size = buffer_pool_size
+        self.full: str | None = None  # StoreFull's message once an in-memory store ran out of pool
         sizes = {"buffer_pool_size": buffer_pool_size, "max_db_size": max_db_size}
         if self.path is not None:
             if read_only:  # read paths (hooks): no schema migration, no write lock, shares the file with readers
@@ -290,6 +319,14 @@ class TortoiseStore:
         self.recover_journal()
 
     # ------------------------------------------------------------------ infrastructure
+    def full_message(self) -> str:
+        mib = self.buffer_pool_size / (1 << 20)
+        if self.path is None:
+            return (f"in-memory Tortoise store is full: it keeps every page in its {mib:g} MiB Kuzu buffer pool; "
+                    f"open it with a larger buffer_pool_size (bytes) or on a path")
+        return (f"{self.path}: Kuzu's {mib:g} MiB buffer pool is full (no page could be freed); open the store "
+                f"with a larger buffer_pool_size (bytes)")
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.conn.close()
@@ -336,9 +373,17 @@ class TortoiseStore:
         if "LOAD FROM tbl" not in cypher:
             raise ValueError("bulk_load queries must start from 'LOAD FROM tbl'")
         tbl = table  # noqa: F841 - read by Kuzu's Python scan of this frame
+        if self.full is not None:
+            raise StoreFull(self.full)
         self.write_seq += 1
         try:
             res = self._kuzu_conn.execute(cypher, params or {})  # raw connection: Kuzu scans this frame
+        except RuntimeError as exc:
+            if "buffer pool is full" not in str(exc):
+                raise
+            if self.path is None:
+                self.full = self.full_message()
+            raise StoreFull(self.full_message()) from None
         finally:
             self.write_seq += 1
         cols = res.get_column_names()
