@@ -102,7 +102,12 @@ def _check(sequence: str, root: str, mode: str) -> None:
 
 def kill_run(plan: KillPlan, *, timeout: float = 120.0) -> dict[str, Any]:
     """Run ``plan`` in a child, then check in a fresh process. Returns the check as a dict plus
-    ``killed`` (the child died of SIGKILL) and timings."""
+    ``killed`` (the child died of SIGKILL) and timings. Plans of the resident service (``tortoise.service``,
+    ``harness.crash_kill_service.SERVICE_KILL_PLANS``) kill a service process while a client captures."""
+    if plan.sequence == "tortoise.service":
+        from harness.crash_kill_service import kill_run_service
+
+        return kill_run_service(plan, timeout=timeout)
     root = Path(tempfile.mkdtemp(prefix=f"kill-{plan.sequence}-"))
     (root / "design").mkdir()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
