@@ -46,6 +46,8 @@ BACKOFF_CAP_S = 3600
 FULL_PASS_CEILING = 200_000
 INGEST_BUDGET = 100
 CALIBRATION_KINDS = ("statement", "observation", "hypothesis")
+WRITE_PATHS = ("bulk", "unwind")
+BULK_MIN_ROWS = 256  # from this many rows on, the bulk write path uses LOAD FROM and whole-table reads
 
 Progress = Callable[[int, int], None]
 
@@ -115,13 +117,53 @@ def _epoch_guard(store: Any, epoch_snapshot: int) -> bool:
     return store.ep_version() <= epoch_snapshot
 
 
-def flush(store: Any, loaded: LoadedGraph, result: EPResult, epoch_snapshot: int) -> bool:
+def _check_write_path(write_path: str) -> None:
+    if write_path not in WRITE_PATHS:
+        raise ValueError(f"write_path must be one of {WRITE_PATHS}, got {write_path!r}")
+
+
+def _column_of(store: Any, ids: list[str], column: str, write_path: str) -> dict[str, Any]:
+    """`{id: n.<column>}` for the Points among `ids`. The bulk path reads the column of every Point through Arrow
+    when `ids` is long (Kuzu evaluates `n.id IN $ids` per Point against the whole list, which costs seconds at
+    1e4 ids); the `unwind` path and short lists use the `IN` query. Both give the same mapping."""
+    if write_path == "bulk" and len(ids) >= BULK_MIN_ROWS:
+        wanted = set(ids)
+        res = store.conn.execute(f"MATCH (n:Point) RETURN n.id AS id, n.{column} AS v")
+        try:
+            cols = res.get_as_arrow(0).to_pydict()
+        finally:
+            res.close()
+        return {i: v for i, v in zip(cols["id"], cols["v"], strict=True) if i in wanted}
+    return {r["id"]: r["v"] for r in store.query(
+        f"MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id, n.{column} AS v", {"ids": ids})}
+
+
+def _set_rows(store: Any, rows: list[dict[str, Any]], unwind: str, load: str, write_path: str,
+              params: dict[str, Any] | None = None) -> None:
+    """One SET statement over `rows`: `UNWIND $rows AS row ...` (the `unwind` path, and short lists) or the same
+    SET as `LOAD FROM tbl ...` over a pyarrow table of the rows (the bulk path; Kuzu matches list parameters of
+    thousands of structs slowly). `load` names the table columns as the row keys."""
+    if write_path == "bulk" and len(rows) >= BULK_MIN_ROWS:
+        import pyarrow as pa
+
+        table = pa.table({k: [r[k] for r in rows] for k in rows[0]})
+        store.bulk_load(f"LOAD FROM tbl {load} RETURN count(*) AS n", table, params)
+        return
+    store.execute(f"UNWIND $rows AS row {unwind}", {"rows": rows, **(params or {})})
+
+
+def flush(store: Any, loaded: LoadedGraph, result: EPResult, epoch_snapshot: int, *,
+          write_path: str = "bulk") -> bool:
     """§9.7 flush: per claim of 𝒞 `confidence` (4 dp), `posterior_*`, `ep_*` unless baseline; messages of the
-    active factors on their edges; one transaction. Returns False (nothing written) when the epoch advanced."""
+    active factors on their edges; one transaction. Returns False (nothing written) when the epoch advanced.
+
+    `write_path="bulk"` (default) writes large batches with `LOAD FROM` over pyarrow tables and reads the
+    baseline flags with one whole-table scan; `write_path="unwind"` is the previous statement set (`UNWIND` list
+    parameters, `IN` lists). Both write the same values to the same rows in one transaction."""
+    _check_write_path(write_path)
     if not _epoch_guard(store, epoch_snapshot):
         return False
-    baseline = {r["id"]: bool(r["b"]) for r in store.query(
-        "MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id, n.baseline_set AS b", {"ids": sorted(loaded.affected)})}
+    baseline = {k: bool(v) for k, v in _column_of(store, sorted(loaded.affected), "baseline_set", write_path).items()}
     plain, base = [], []
     for cid in sorted(loaded.affected):
         a, b = result.beliefs[cid]
@@ -138,30 +180,37 @@ def flush(store: Any, loaded: LoadedGraph, result: EPResult, epoch_snapshot: int
             row.update(ba=float(m[0]), bb=float(m[1]), has_b=True)
     with store.transaction():
         if plain:
-            store.execute("UNWIND $rows AS row MATCH (n:Point {id: row.id}) SET n.confidence = row.c, "
-                          "n.posterior_alpha = row.a, n.posterior_beta = row.b, n.ep_alpha = row.a, "
-                          "n.ep_beta = row.b", {"rows": plain})
+            _set_rows(store, plain,
+                      "MATCH (n:Point {id: row.id}) SET n.confidence = row.c, n.posterior_alpha = row.a, "
+                      "n.posterior_beta = row.b, n.ep_alpha = row.a, n.ep_beta = row.b",
+                      "MATCH (n:Point {id: id}) SET n.confidence = c, n.posterior_alpha = a, n.posterior_beta = b, "
+                      "n.ep_alpha = a, n.ep_beta = b", write_path)
         if base:
-            store.execute("UNWIND $rows AS row MATCH (n:Point {id: row.id}) SET n.confidence = row.c, "
-                          "n.posterior_alpha = row.a, n.posterior_beta = row.b", {"rows": base})
+            _set_rows(store, base,
+                      "MATCH (n:Point {id: row.id}) SET n.confidence = row.c, n.posterior_alpha = row.a, "
+                      "n.posterior_beta = row.b",
+                      "MATCH (n:Point {id: id}) SET n.confidence = c, n.posterior_alpha = a, n.posterior_beta = b",
+                      write_path)
         for rel in ("IMPL", "NAND"):
-            for has, cols in (("has_m", "r.msg_alpha = row.ma, r.msg_beta = row.mb"),
-                              ("has_b", "r.back_msg_alpha = row.ba, r.back_msg_beta = row.bb")):
+            for has, cols in (("has_m", ("msg_alpha", "msg_beta")), ("has_b", ("back_msg_alpha", "back_msg_beta"))):
                 rows = [{"s": r["s"], "t": r["t"], "x": r["ma" if has == "has_m" else "ba"],
                          "y": r["mb" if has == "has_m" else "bb"]}
                         for (rl, _, _), r in sorted(edge_rows.items()) if rl == rel and r[has]]
                 if rows:
-                    cols_xy = cols.replace("row.ma", "row.x").replace("row.mb", "row.y")
-                    cols_xy = cols_xy.replace("row.ba", "row.x").replace("row.bb", "row.y")
-                    store.execute(f"UNWIND $rows AS row MATCH (a:Point {{id: row.s}})-[r:{rel}]->(b:Point "
-                                  f"{{id: row.t}}) SET {cols_xy}", {"rows": rows})
+                    _set_rows(store, rows,
+                              f"MATCH (a:Point {{id: row.s}})-[r:{rel}]->(b:Point {{id: row.t}}) "
+                              f"SET r.{cols[0]} = row.x, r.{cols[1]} = row.y",
+                              f"MATCH (a:Point {{id: s}})-[r:{rel}]->(b:Point {{id: t}}) "
+                              f"SET r.{cols[0]} = x, r.{cols[1]} = y", write_path)
     return True
 
 
-def write_back(store: Any, loaded: LoadedGraph, result: EPResult, *, stamp: bool) -> list[dict[str, Any]]:
+def write_back(store: Any, loaded: LoadedGraph, result: EPResult, *, stamp: bool,
+               write_path: str = "bulk") -> list[dict[str, Any]]:
     """Dream write-back after a committed flush (§9.7): full-precision `confidence`; `lastDreamedAt = updatedAt =
     now` when stamping and converged, else only `updatedAt` (TOR-17). Emits `ConfidenceChanged` per written claim
-    (§9.9, TOR-20) and returns the event payloads."""
+    (§9.9, TOR-20) and returns the event payloads. `write_path` as in `flush`."""
+    _check_write_path(write_path)
     ids = sorted(loaded.affected)
     if not ids:
         return []
@@ -170,15 +219,16 @@ def write_back(store: Any, loaded: LoadedGraph, result: EPResult, *, stamp: bool
     rows = [{"id": c, "c": result.beliefs[c][0] / (result.beliefs[c][0] + result.beliefs[c][1])} for c in ids]
     with store.transaction():
         if stamp_now:
-            store.execute("UNWIND $rows AS row MATCH (n:Point {id: row.id}) SET n.confidence = row.c, "
-                          "n.lastDreamedAt = $now, n.updatedAt = $now", {"rows": rows, "now": now})
+            _set_rows(store, rows, "MATCH (n:Point {id: row.id}) SET n.confidence = row.c, "
+                      "n.lastDreamedAt = $now, n.updatedAt = $now",
+                      "MATCH (n:Point {id: id}) SET n.confidence = c, n.lastDreamedAt = $now, n.updatedAt = $now",
+                      write_path, {"now": now})
         else:
-            store.execute("UNWIND $rows AS row MATCH (n:Point {id: row.id}) SET n.confidence = row.c, "
-                          "n.updatedAt = $now", {"rows": rows, "now": now})
+            _set_rows(store, rows, "MATCH (n:Point {id: row.id}) SET n.confidence = row.c, n.updatedAt = $now",
+                      "MATCH (n:Point {id: id}) SET n.confidence = c, n.updatedAt = $now", write_path, {"now": now})
     events = []
     if store.cfg.emit_confidence_changed:
-        last = {r["id"]: r["d"] for r in store.query(
-            "MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id, n.lastDreamedAt AS d", {"ids": ids})}
+        last = _column_of(store, ids, "lastDreamedAt", write_path)
         events = [{"id": row["id"], "confidence": row["c"], "lastDreamedAt": last.get(row["id"])} for row in rows]
         # one feed transaction for all of them (same rows as one emit_event each, see TortoiseStore.emit_events)
         store.emit_events("ConfidenceChanged", events)
@@ -187,17 +237,19 @@ def write_back(store: Any, loaded: LoadedGraph, result: EPResult, *, stamp: bool
 
 def run(store: Any, seed_ids: Iterable[str], max_hops: int | None = MAX_HOPS, evidence: Any = None, *,
         warm_start: bool = False, gamma: float = 1e-3, snap: GraphSnapshot | None = None,
-        epoch: int | None = None) -> dict[str, Any]:
+        epoch: int | None = None, ep_engine: str = "fused", write_path: str = "bulk") -> dict[str, Any]:
     """Upstream `ep.run` (§9.6): affected set from the seeds, EP with the store's `ep_max_iter`/`ep_tol`, flush.
     `evidence` is accepted for signature parity and unused (priors come from the stored baselines).
+    `ep_engine` is `run_ep`'s `engine` and `write_path` the flush's (the previous ones stay named options:
+    `ep_engine="batched"`, `write_path="unwind"`; every choice gives the same beliefs and the same store).
 
     Returns `{iterations, converged, beliefs, affected, flush_skipped, truncated, warnings, warm_skipped}`;
     a non-converged run flushes too (§9.4: both outcomes flush).
     """
     loaded, epoch, affected = load_factor_graph(store, seed_ids, max_hops, snap, epoch)
     result = run_ep(loaded.fg, max_iter=store.cfg.ep_max_iter, tol=store.cfg.ep_tol, warm_start=warm_start,
-                    gamma=gamma)
-    written = flush(store, loaded, result, epoch)
+                    gamma=gamma, engine=ep_engine)
+    written = flush(store, loaded, result, epoch, write_path=write_path)
     return {"iterations": result.iterations, "converged": result.converged, "beliefs": result.beliefs,
             "affected": sorted(affected), "flush_skipped": not written, "truncated": loaded.truncated,
             "warnings": loaded.warnings, "warm_skipped": result.warm_skipped, "_loaded": loaded,
@@ -302,8 +354,8 @@ def _fail_roots(store: Any, anchors: Sequence[str], result: DreamResult) -> None
 
 def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: int, warm_start: bool,
                stamp: bool, result: DreamResult, exclude_ops: set[str] | None = None,
-               selected: tuple[list[str], list[EdgeRow]] | None = None, stamp_trivial: bool = True
-               ) -> tuple[bool, set[str], list[str]]:
+               selected: tuple[list[str], list[EdgeRow]] | None = None, stamp_trivial: bool = True,
+               ep_engine: str = "fused", write_path: str = "bulk") -> tuple[bool, set[str], list[str]]:
     """One local batch: selector -> `ep.run` -> write-back -> root bookkeeping. Returns (converged, 𝒞, operators
     used). `stamp_trivial=False` leaves factor-less anchors to the caller (window/full stamp them only when every
     chunk converged)."""
@@ -315,7 +367,8 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
     affected: set[str] = set()
     converged = True
     if seeds:
-        out = run(store, seeds, max_hops, warm_start=warm_start, snap=snap, epoch=epoch)
+        out = run(store, seeds, max_hops, warm_start=warm_start, snap=snap, epoch=epoch, ep_engine=ep_engine,
+                  write_path=write_path)
         result.batches += 1
         result.iterations += out["iterations"]
         result.converged = out["converged"]
@@ -326,7 +379,7 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
             result.flush_skipped = True
             return False, set(), ops
         affected = set(out["affected"])
-        result.events += len(write_back(store, out["_loaded"], out["_result"], stamp=stamp))
+        result.events += len(write_back(store, out["_loaded"], out["_result"], stamp=stamp, write_path=write_path))
         result.affected_claims = sorted(set(result.affected_claims) | affected)
     live = set(_live_claims(snap))
     if converged:
@@ -344,9 +397,12 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
 
 def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int | None = MAX_HOPS,
           require_calibration: bool | None = None, stamp_dreamed_at: bool = True, mode: str | None = None,
-          budget: int | None = None, warm_start: bool = True, progress: Progress | None = None) -> DreamResult:
+          budget: int | None = None, warm_start: bool = True, progress: Progress | None = None,
+          ep_engine: str = "fused", write_path: str = "bulk") -> DreamResult:
     """§9.8 dream. Mode: explicit `mode` wins; `full=True` (or `dirty_only=False` [SIM]) => full; dirty roots =>
-    local; fewer than 50 operator Points => full; else local. TOR-17, TOR-19, TOR-20, TOR-21, TOR-50."""
+    local; fewer than 50 operator Points => full; else local. TOR-17, TOR-19, TOR-20, TOR-21, TOR-50.
+    `ep_engine` and `write_path` choose the EP engine and the flush/write-back statements (see `run`)."""
+    _check_write_path(write_path)
     if mode not in (None, "local", "window", "full"):
         raise ValueError(f"mode must be local, window or full, not {mode!r}")
     if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)):
@@ -372,7 +428,7 @@ def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int
     if mode == "window":
         return dream_window(store, budget=WINDOW_BUDGET if budget is None else budget, max_hops=max_hops,
                             warm_start=warm_start, stamp_dreamed_at=stamp_dreamed_at, progress=progress,
-                            _gate_checked=True)
+                            _gate_checked=True, ep_engine=ep_engine, write_path=write_path)
     result = DreamResult(mode=mode)
     if mode == "local":
         anchors = sorted(store.dirty_roots)
@@ -380,13 +436,13 @@ def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int
             result.noop = True
             return result
         _, _, ops = _run_batch(store, anchors, max_hops=max_hops, op_cap=budget or OP_CAP, warm_start=warm_start,
-                               stamp=stamp_dreamed_at, result=result)
+                               stamp=stamp_dreamed_at, result=result, ep_engine=ep_engine, write_path=write_path)
         result.budget_used = len(ops)
         if progress:
             progress(1, 1)
         return result
     return _dream_full(store, snap, result, max_hops=max_hops, budget=budget, warm_start=warm_start,
-                       stamp=stamp_dreamed_at, progress=progress)
+                       stamp=stamp_dreamed_at, progress=progress, ep_engine=ep_engine, write_path=write_path)
 
 
 def _chunks(ids: list[str], size: int | None = None) -> list[list[str]]:
@@ -395,7 +451,8 @@ def _chunks(ids: list[str], size: int | None = None) -> list[list[str]]:
 
 
 def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hops: int | None, budget: int | None,
-                warm_start: bool, stamp: bool, progress: Progress | None) -> DreamResult:
+                warm_start: bool, stamp: bool, progress: Progress | None, ep_engine: str = "fused",
+                write_path: str = "bulk") -> DreamResult:
     n_ops = sum(1 for p in snap.points.values() if p.is_op)
     if n_ops > FULL_PASS_CEILING:
         raise BudgetExceededError(f"full pass aborted: {n_ops} operators > {FULL_PASS_CEILING}")
@@ -412,7 +469,8 @@ def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hop
     for i, (chunk, plan) in enumerate(zip(chunks, plans, strict=True)):
         # write-backs change numbers, never topology, so the plans made up front stay valid
         _, affected, ops = _run_batch(store, chunk, max_hops=max_hops, op_cap=cap, warm_start=warm_start,
-                                      stamp=stamp, result=result, selected=plan, stamp_trivial=False)
+                                      stamp=stamp, result=result, selected=plan, stamp_trivial=False,
+                                      ep_engine=ep_engine, write_path=write_path)
         used_ops.update(ops)
         all_affected |= affected
         if progress:
@@ -429,7 +487,8 @@ def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hop
 
 def dream_window(store: Any, budget: int = WINDOW_BUDGET, *, max_hops: int | None = MAX_HOPS,
                  warm_start: bool = True, stamp_dreamed_at: bool = True, progress: Progress | None = None,
-                 require_calibration: bool | None = None, _gate_checked: bool = False) -> DreamResult:
+                 require_calibration: bool | None = None, _gate_checked: bool = False, ep_engine: str = "fused",
+                 write_path: str = "bulk") -> DreamResult:
     """§9.8 step 5: stale-first window (TOR-19). Claims ranked by (coalesce(lastDreamedAt, ''), id), LIMIT budget
     (all if none was ever stamped), plus the dirty roots; chunks of 2000; one selector call per chunk with
     `op_cap=budget` minus earlier chunks' operators; stop at `budget` distinct operators."""
@@ -468,7 +527,7 @@ def dream_window(store: Any, budget: int = WINDOW_BUDGET, *, max_hops: int | Non
         ops = [o for o in ops if o not in used][:remaining]
         _, affected, _ = _run_batch(store, chunk, max_hops=max_hops, op_cap=budget, warm_start=warm_start,
                                     stamp=stamp_dreamed_at, result=result, selected=(ops, direct),
-                                    stamp_trivial=False)
+                                    stamp_trivial=False, ep_engine=ep_engine, write_path=write_path)
         used.extend(ops)
         covered |= affected
         if progress:

@@ -48,7 +48,7 @@ OP_CAP = 200
 
 FACTOR_KINDS = ("IMPL", "NAND")
 DIRECTIONS = ("bidirectional", "unidirectional")
-ENGINES = ("batched", "reference")
+ENGINES = ("fused", "batched", "reference")
 READ_TERMINAL = frozenset({"retracted", "superseded", "outdated", "archived", "deprecated"})
 
 Pair = tuple[float, float]
@@ -304,12 +304,15 @@ def run_ep(
     gamma: float = GAMMA,
     batch: bool = True,
     impl_boost: bool = True,
-    engine: str = "batched",
+    engine: str = "fused",
 ) -> EPResult:
     """Run EP to convergence or `max_iter` (§9.4, §9.5). TOR-15, TOR-16.
 
-    `engine="batched"` (default) runs each iteration as array operations over all pairs: the Gauss-Jacobi rules of
-    every pair come from one batched Golub-Welsch pass (`gauss_jacobi_batch`); cavities, moment matching, IMPL
+    `engine="fused"` (default, `tortoise_sim.ep_fused`) is the batched engine with one deduplicated quadrature pass
+    per iteration, a per-slot rule memo and the Jacobi polynomial recurrences as array expressions: the same
+    result bit for bit, in less time (tests/tortoise_sim/test_ep_fused.py).
+    `engine="batched"` (the previous default) runs each iteration as array operations over all pairs: the
+    Gauss-Jacobi rules of every pair come from one batched Golub-Welsch pass (`gauss_jacobi_batch`); cavities, moment matching, IMPL
     boost, damping, clipping, n-ary accumulation and the belief sums are numpy expressions in the same operation
     order as the reference. `engine="reference"` is the original per-factor loop over scipy `roots_jacobi` (kept to
     measure against and to check the batched engine: beliefs, messages, iteration and censoring counts are equal,
@@ -331,6 +334,11 @@ def run_ep(
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     validate_graph(fg)
+    if engine == "fused" and batch:
+        from .ep_fused import run_ep_fused
+
+        return run_ep_fused(fg, damping=damping, n_quad=n_quad, max_iter=max_iter, tol=tol,
+                            warm_start=warm_start, gamma=gamma, impl_boost=impl_boost)
     if engine == "batched" and batch:
         return _run_ep_batched(fg, damping=damping, n_quad=n_quad, max_iter=max_iter, tol=tol,
                                warm_start=warm_start, gamma=gamma, impl_boost=impl_boost)

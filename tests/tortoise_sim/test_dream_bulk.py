@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.tortoise_sim.test_dream import EP_COLS, build_14_1, make_store
 from tortoise_sim import admission as adm
 from tortoise_sim import dream as dr
@@ -50,3 +52,53 @@ def test_bulk_events_fall_back_per_event_under_a_fault_hook() -> None:
     seqs = [e["seq"] for e in s.feed()]
     s.emit_events("ConfidenceChanged", [{"id": "d"}, {"id": "e"}])
     assert [e["seq"] for e in s.feed()] == seqs + [seqs[-1] + 1, seqs[-1] + 2]
+
+
+def _scaling_store(n_factors: int, seed: int) -> TortoiseStore:
+    from benchmarks import ep_scaling as es
+
+    s = make_store()
+    es.bulk_load(s, es.generate(n_factors, seed))
+    return s
+
+
+def test_bulk_write_path_leaves_the_same_store_as_unwind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 400-factor local dream (with `BULK_MIN_ROWS` lowered so that every statement of the bulk path writes with
+    LOAD FROM and reads whole columns): the previous statements with the previous EP engine leave every Point,
+    edge message and feed row exactly as the new defaults do."""
+    from benchmarks.ep_engine import _store_state
+
+    monkeypatch.setattr(dr, "BULK_MIN_ROWS", 16)
+
+    states, loads = [], []
+    for opts in ({"ep_engine": "batched", "write_path": "unwind"}, {}):
+        s = _scaling_store(400, 3)
+        calls: list[str] = []
+        bulk = s.bulk_load
+
+        def spy(cypher: str, table: Any, params: dict[str, Any] | None = None, _bulk: Any = bulk,
+                _calls: list[str] = calls) -> list[dict[str, Any]]:
+            _calls.append(cypher)
+            return _bulk(cypher, table, params)
+
+        s.bulk_load = spy  # type: ignore[method-assign]
+        res = dr.dream(s, mode="local", budget=400, require_calibration=False, **opts)
+        assert res.events > 300 and not s.event_failures
+        states.append(_store_state(s))
+        loads.append(calls)
+    assert loads[0] == []  # the unwind path never bulk-loads
+    assert [sum(f"[r:{rel}]" in c for c in loads[1]) for rel in ("IMPL", "NAND")] == [1, 1]
+    assert sum("MATCH (n:Point {id: id})" in c for c in loads[1]) == 3  # plain and baseline claims, write-back
+    (pts_u, edges_u, feed_u), (pts_b, edges_b, feed_b) = states
+    assert any(p["c"] is not None for p in pts_b) and any(e["ma"] is not None for e in edges_b)
+    assert pts_u == pts_b and edges_u == edges_b and feed_u == feed_b
+
+
+def test_unknown_write_path_is_rejected() -> None:
+    s = make_store()
+    try:
+        dr.dream(s, mode="local", write_path="copy")
+    except ValueError as exc:
+        assert "write_path" in str(exc)
+    else:
+        raise AssertionError("an unknown write path was accepted")

@@ -1,0 +1,280 @@
+"""EP engine and dream pass: the fused EP engine and the bulk dream write path against the code they replace.
+
+Two sections, each measured side by side in one run, "before" = the previous default kept as a named option,
+"after" = the new default:
+
+1. **run_ep** on the ``benchmarks.ep_scaling`` graph (in-memory snapshot, no censoring): ``engine="batched"``
+   vs ``engine="fused"``, alternating, each run starting from an empty quadrature cache. Beliefs, boundary
+   beliefs and messages are compared with ``np.array_equal`` on the float arrays, iteration and censoring counts
+   with ``==``. One more instrumented fused run splits the time into LAPACK eigenvalues, Jacobi polynomial
+   recurrences, Legendre/Gegenbauer rules (alpha == beta, scipy's scalar path), tilted moments and the rest.
+2. **Dream pass** (``dream(mode="local", budget=F)``) on a fresh on-disk Kuzu store per run (the
+   ``ep_scaling`` graph and bulk load): before = ``ep_engine="batched", write_path="unwind"``, after = the
+   defaults (``"fused"``, ``"bulk"``); split into load, EP, flush + write-back (with the feed events separately);
+   the two stores' Point EP columns, edge messages and feeds are compared.
+
+    .venv/bin/python -m benchmarks.ep_engine --out DIR            # 2,000-factor run_ep, 10,000-factor dream
+    .venv/bin/python -m benchmarks.ep_engine --quick --out DIR    # 300 / 1,000 factors
+
+Writes ep-engine.{json,md} to --out (default: the bench results folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import (
+    default_out_dir,
+    machine_description,
+    md_table,
+    meta_block,
+    progress_bar,
+    write_results,
+)
+
+NAME = "ep-engine"
+LEVELS = {"run_ep_s": 0.5, "dream_s": 3.0}
+
+
+def factor_graph(n_factors: int, seed: int) -> Any:
+    """The in-memory factor graph of the ``ep_scaling`` graph with every operator as a seed (max_hops 2)."""
+    from benchmarks.ep_scaling import generate
+    from tortoise_sim.ep import EdgeRow, GraphSnapshot, PointRow
+
+    g = generate(n_factors, seed)
+    pts = [PointRow(c["id"], False, None, None, "live", None, "statement", c["baseline"], c["a"], c["b"])
+           for c in g["claims"]]
+    pts += [PointRow(o["id"], True, o["op_type"], o["direction"], None) for o in g["ops"]]
+    edges = [EdgeRow(rel, e["o"], e["x"], e["i"]) for rel, rows in g["edges"].items() for e in rows]
+    return GraphSnapshot(pts, edges).load([o["id"] for o in g["ops"]], 2).fg
+
+
+def result_arrays(res: Any) -> dict[str, np.ndarray]:
+    """An EP result as float arrays in a fixed key order (for bitwise comparison)."""
+    return {
+        "beliefs": np.array([res.beliefs[c] for c in sorted(res.beliefs)], dtype=float).reshape(-1, 2),
+        "boundary": np.array([res.boundary_beliefs[c] for c in sorted(res.boundary_beliefs)],
+                             dtype=float).reshape(-1, 2),
+        "msgs": np.array([res.msgs[k] for k in sorted(res.msgs)], dtype=float).reshape(-1, 2),
+    }
+
+
+def identical(a: Any, b: Any) -> bool:
+    """Same keys, same iteration/censoring counts, float arrays equal bit for bit (NaN where NaN)."""
+    if (sorted(a.beliefs), sorted(a.boundary_beliefs), sorted(a.msgs)) != (
+            sorted(b.beliefs), sorted(b.boundary_beliefs), sorted(b.msgs)):
+        return False
+    if (a.iterations, a.converged, a.warm_skipped) != (b.iterations, b.converged, b.warm_skipped):
+        return False
+    xa, xb = result_arrays(a), result_arrays(b)
+    return all(np.array_equal(xa[k], xb[k], equal_nan=True) for k in xa)
+
+
+class _Split:
+    """Wraps module attributes with timers for one instrumented run."""
+
+    def __init__(self, targets: dict[str, tuple[Any, str]]) -> None:
+        self.targets = targets
+        self.t = dict.fromkeys(targets, 0.0)
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> _Split:
+        for key, (mod, attr) in self.targets.items():
+            fn = getattr(mod, attr)
+            self._saved.append((mod, attr, fn))
+            setattr(mod, attr, self._wrap(key, fn))
+        return self
+
+    def _wrap(self, key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.t[key] += time.perf_counter() - t0
+        return timed
+
+    def __exit__(self, *exc: object) -> None:
+        for mod, attr, fn in reversed(self._saved):
+            setattr(mod, attr, fn)
+
+
+def ep_section(n_factors: int, seed: int, repeat: int) -> dict[str, Any]:
+    from tortoise_sim import ep_fused
+    from tortoise_sim.ep import gauss_jacobi_nodes, run_ep
+
+    fg = factor_graph(n_factors, seed)
+    times: dict[str, list[float]] = {"batched": [], "fused": []}
+    results: dict[str, Any] = {}
+    for _ in range(repeat):
+        for engine in ("batched", "fused"):
+            gauss_jacobi_nodes.cache_clear()
+            gc.collect()
+            t0 = time.perf_counter()
+            results[engine] = run_ep(fg, engine=engine)
+            times[engine].append(time.perf_counter() - t0)
+    before, after = results["batched"], results["fused"]
+    gauss_jacobi_nodes.cache_clear()
+    parts = {"eigenvalues (LAPACK dsterf)": (ep_fused, "tridiagonal_eigvals"),
+             "Jacobi polynomial recurrences": (ep_fused, "jacobi_eval"),
+             "alpha == beta rules (scipy roots_jacobi)": (ep_fused, "gauss_jacobi_nodes"),
+             "tilted moments": (ep_fused, "tilted_moments_fused")}
+    with _Split(parts) as split:
+        t0 = time.perf_counter()
+        run_ep(fg, engine="fused")
+        total = time.perf_counter() - t0
+    breakdown = {k: v for k, v in split.t.items()}
+    breakdown["rest (cavities, memo, messages, beliefs)"] = total - sum(split.t.values())
+    return {"factors": len(fg.factors), "variables": len(fg.claims), "repeat": repeat,
+            "batched_s": times["batched"], "fused_s": times["fused"],
+            "batched_median_s": float(np.median(times["batched"])), "fused_median_s": float(np.median(times["fused"])),
+            "ratio": float(np.median(times["batched"]) / np.median(times["fused"])),
+            "iterations": [before.iterations, after.iterations], "converged": [before.converged, after.converged],
+            "bit_identical": identical(before, after), "instrumented_s": total, "breakdown_s": breakdown}
+
+
+def _store_state(store: Any) -> tuple[Any, Any, Any]:
+    pts = store.query("MATCH (n:Point) RETURN n.id AS id, n.confidence AS c, n.posterior_alpha AS pa, "
+                      "n.posterior_beta AS pb, n.ep_alpha AS ea, n.ep_beta AS eb, n.lastDreamedAt AS d, "
+                      "n.updatedAt AS u, n.ep_dirty AS dirty ORDER BY id")
+    edges = store.query("MATCH (a:Point)-[r:IMPL|NAND]->(b:Point) RETURN a.id AS s, label(r) AS rel, b.id AS t, "
+                        "r.msg_alpha AS ma, r.msg_beta AS mb, r.back_msg_alpha AS ba, r.back_msg_beta AS bb "
+                        "ORDER BY s, rel, t")
+    feed = [(e["seq"], e["type"], e["ts"], e["payload"]) for e in store.feed()]
+    return pts, edges, feed
+
+
+def _dream_once(n_factors: int, seed: int, tmp: Path, before: bool, tag: str) -> tuple[dict[str, Any], Any]:
+    from benchmarks import ep_scaling as es
+    from tortoise_sim import dream as dr
+    from tortoise_sim.config import SimConfig
+    from tortoise_sim.ep import gauss_jacobi_nodes
+    from tortoise_sim.store import StepClock, TortoiseStore
+
+    store = TortoiseStore(tmp / f"dream_{tag}.kuzu", config=SimConfig(embedder="none"), clock=StepClock(),
+                          seed=seed, buffer_pool_size=es.BUFFER_POOL)
+    es.bulk_load(store, es.generate(n_factors, seed))
+    gauss_jacobi_nodes.cache_clear()
+    gc.collect()
+    opts = {"ep_engine": "batched", "write_path": "unwind"} if before else {}
+    events = _Split({"events": (store, "emit_events")})
+    with es._Timers() as tm, events:
+        t0 = time.perf_counter()
+        res = dr.dream(store, mode="local", budget=n_factors, require_calibration=False, **opts)
+        wall = time.perf_counter() - t0
+    state = _store_state(store)
+    out = {"wall_s": wall, "load_s": tm.t["load"], "ep_s": tm.t["ep"],
+           "flush_writeback_s": tm.t["flush"] - events.t["events"], "events_s": events.t["events"],
+           "iterations": res.iterations, "converged": res.converged_all, "events": res.events,
+           "affected_claims": len(res.affected_claims), "event_failures": len(store.event_failures)}
+    store.close()
+    return out, state
+
+
+def dream_section(n_factors: int, seed: int, tmp: Path, repeat: int) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    states: dict[str, Any] = {}
+    for r in range(repeat):
+        for which in ("before", "after"):
+            out, state = _dream_once(n_factors, seed, tmp, which == "before", f"{which}{r}")
+            runs[which].append(out)
+            states.setdefault(which, state)
+    med = {w: {k: float(np.median([o[k] for o in runs[w]])) for k in
+               ("wall_s", "load_s", "ep_s", "flush_writeback_s", "events_s")} for w in runs}
+    sb, sa = states["before"], states["after"]
+    return {"factors": n_factors, "repeat": repeat, "runs": runs, "median": med,
+            "ratio": med["before"]["wall_s"] / med["after"]["wall_s"],
+            "same_points": sb[0] == sa[0], "same_edges": sb[1] == sa[1], "same_feed": sb[2] == sa[2],
+            "points": len(sa[0]), "edges": len(sa[1]), "feed_rows": len(sa[2])}
+
+
+def levels(res: dict[str, Any]) -> list[dict[str, Any]]:
+    ep, dm = res["ep"], res["dream"]
+    after = dm["median"]["after"]
+    return [
+        {"level": f"run_ep on the {ep['factors']:,}-factor ep_scaling graph <= {LEVELS['run_ep_s']} s, bit-identical",
+         "measured_s": ep["fused_median_s"], "before_s": ep["batched_median_s"], "bit_identical": ep["bit_identical"],
+         "met": ep["fused_median_s"] <= LEVELS["run_ep_s"] and ep["bit_identical"]},
+        {"level": f"dream pass at {dm['factors']:,} factors <= {LEVELS['dream_s']} s, same store",
+         "measured_s": after["wall_s"], "before_s": dm["median"]["before"]["wall_s"],
+         "bit_identical": dm["same_points"] and dm["same_edges"] and dm["same_feed"],
+         "met": after["wall_s"] <= LEVELS["dream_s"] and dm["same_points"] and dm["same_edges"] and dm["same_feed"]},
+    ]
+
+
+def render(payload: dict[str, Any]) -> str:
+    """The Markdown page, from the results JSON only."""
+    ep, dm, meta = payload["ep"], payload["dream"], payload["meta"]
+    head = ["measurement", "size", "before s", "after s", "speed-up", "identical"]
+    rows = [
+        [f"run_ep (`batched` -> `fused`), median of {ep['repeat']}", f"{ep['factors']:,} factors",
+         ep["batched_median_s"], ep["fused_median_s"], f"{ep['ratio']:.2f}x",
+         f"{ep['bit_identical']} (iterations {ep['iterations'][0]} / {ep['iterations'][1]})"],
+        [f"dream pass (`batched`+`unwind` -> `fused`+`bulk`), median of {dm['repeat']}", f"{dm['factors']:,} factors",
+         dm["median"]["before"]["wall_s"], dm["median"]["after"]["wall_s"], f"{dm['ratio']:.2f}x",
+         f"points {dm['same_points']}, edges {dm['same_edges']}, feed {dm['same_feed']}"],
+    ]
+    phases = [[k, dm["median"]["before"][k + "_s"], dm["median"]["after"][k + "_s"]]
+              for k in ("load", "ep", "flush_writeback", "events", "wall")]
+    parts = [[k, v, v / ep["instrumented_s"]] for k, v in ep["breakdown_s"].items()]
+    lv = [[x["level"], x["before_s"], x["measured_s"], x["bit_identical"], "met" if x["met"] else "missed"]
+          for x in payload["levels"]]
+    return ("# EP engine and dream pass: before and after, side by side\n\n"
+            "Before = the previous default kept as a named option (`run_ep(engine=\"batched\")`; "
+            "`dream(ep_engine=\"batched\", write_path=\"unwind\")`), after = the new default. Identical means "
+            "bit for bit: EP beliefs, boundary beliefs and messages compared with `np.array_equal`, iteration "
+            "counts equal; for the dream pass every Point's EP columns and timestamps, every edge message and every "
+            "feed row equal.\n\n"
+            + md_table(head, rows) + "\n\n## Levels\n\n"
+            + md_table(["level", "before s", "after s", "identical", "verdict"], lv) + "\n\n"
+            "## Where the fused engine's time goes (one instrumented run)\n\n"
+            + md_table(["part", "s", "share"], parts) + "\n\n"
+            "## Dream pass phases (median s)\n\n"
+            + md_table(["phase", "before", "after"], phases) + "\n\n" + meta_block(meta) + "\n")
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="300-factor run_ep, 1,000-factor dream, one repeat")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=None, help="run_ep repeats (default 3; quick 1)")
+    ap.add_argument("--dream-repeat", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    sizes = {"ep": 300, "dream": 1000} if args.quick else {"ep": 2000, "dream": 10000}
+    repeat = args.repeat or (1 if args.quick else 3)
+    t_start = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="ep_engine_"))
+    res: dict[str, Any] = {}
+    try:
+        with progress_bar() as track:
+            for step in track(["ep", "dream"], description="ep-engine"):
+                if step == "ep":
+                    res["ep"] = ep_section(sizes["ep"], args.seed, repeat)
+                else:
+                    res["dream"] = dream_section(sizes["dream"], args.seed, tmp, args.dream_repeat)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    res["levels"] = levels(res)
+    res["meta"] = {"machine": machine_description(), "seeds": {"graph": args.seed}, "quick": args.quick,
+                   "sizes": sizes, "wall_s": time.perf_counter() - t_start}
+    out_dir = args.out or default_out_dir(args.quick)
+    payload = json.loads(json.dumps(res))
+    paths = write_results(out_dir, NAME, payload, render(payload), None)
+    for p in paths:
+        print(f"wrote {p}")
+    return paths
+
+
+if __name__ == "__main__":
+    main()
