@@ -309,3 +309,23 @@ def ep_scaling(
         return mod.main(["--out", str(out_dir), "--seed", str(seed), *(["--quick"] if quick else [])])
 
     _run(go, out, quick, progress, seed=seed)
+
+
+@app.command("service-faults")
+def service_faults(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    embedder: Annotated[str, typer.Option(help="The service's encoder: minilm (the default, as `memsim tortoise "
+                                               "serve`) or hashing.")] = "minilm",
+    progress: ProgressOpt = True,
+) -> None:
+    """The Tortoise hook service under faults: well-behaved and hostile clients interleaved on one service
+    process (crashes, lost acknowledged captures, latency of the good clients), the service killed with SIGKILL
+    in the middle of a capture, and 1,000 small sessions captured into an in-memory store (quick: 120 + 120
+    requests, 300 sessions). Writes service-faults.{json,md}."""
+    from benchmarks import service_faults as mod
+
+    if embedder not in ("minilm", "hashing"):
+        raise fail(f"--embedder must be minilm or hashing, not {embedder!r}")
+    _run(mod.run, out, quick, progress, seed=seed, embedder=embedder)
