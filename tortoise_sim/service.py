@@ -567,7 +567,8 @@ def start_detached(db: str | os.PathLike[str] | None, socket_path: str | None = 
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = Path(log).read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
-            raise ServiceStartError(f"service exited with {proc.returncode}: {' '.join(tail) or 'see ' + log}")
+            reason = " ".join(tail).removeprefix("error: ") or f"see {log}"
+            raise ServiceStartError(f"the service could not start: {reason}")
         with contextlib.suppress(ServiceError, TimeoutError, OSError):
             res = call(sock, "status", timeout=5.0)
             if res is not None and res.get("pid") == proc.pid and not _warming(res):

@@ -21,6 +21,7 @@ from harness.commands.tortoise import DbOpt, app, check_store_path, db_path
 __all__ = ["serve", "ServiceSim", "service_sim", "CLI_TIMEOUT_S"]
 
 CLI_TIMEOUT_S = 300.0  # a CLI command sent to the service (a capture of a long transcript) waits this long
+STATUS_TIMEOUT_S = 3.0  # the CLI's first question to a service (``status`` never waits for the store lock)
 
 SocketOpt = Annotated[str | None, typer.Option(
     "--socket", help="Unix socket path (default $MEMSIM_TORTOISE_SOCKET, else a short path derived from --db "
@@ -105,8 +106,11 @@ def service_sim(path: Path, preset: str = "analysed") -> ServiceSim | None:
 
     sock = socket_path_for(path)
     try:
-        status = call(sock, "status", timeout=10.0)
-    except (ServiceError, TimeoutError, OSError):
+        status = call(sock, "status", timeout=STATUS_TIMEOUT_S)  # answered without the store lock
+    except TimeoutError:
+        raise fail(f"{path}: a process accepts connections on {sock} but does not answer within "
+                   f"{STATUS_TIMEOUT_S:g} s; see `memsim tortoise serve --status --db {path}`") from None
+    except (ServiceError, OSError):
         return None
     return ServiceSim(path, sock, status, preset) if status is not None else None
 

@@ -412,3 +412,18 @@ def test_serve_detach_on_a_locked_store_prints_the_lock_reason(short_dir):
     line = " ".join(r.output.split())
     assert "cannot open the store" in line and "lock" in line.lower(), r.output
     assert "Traceback" not in r.output
+
+
+def test_cli_command_names_a_socket_that_accepts_but_does_not_answer(short_dir, monkeypatch):
+    from typer.testing import CliRunner
+
+    from harness.commands.tortoise import app
+
+    sock = short_dir / "f.sock"
+    monkeypatch.setenv("MEMSIM_TORTOISE_SOCKET", str(sock))
+    with fake_service(sock, _never_answers):
+        t0 = time.monotonic()
+        r = CliRunner().invoke(app, ["diary-write", "me", "an entry", "--db", str(short_dir / "db.kuzu")])
+        took = time.monotonic() - t0
+    assert r.exit_code == 1 and "accepts connections" in r.output and "does not answer within 3 s" in r.output, r
+    assert took < 8 and not (short_dir / "db.kuzu").exists()
