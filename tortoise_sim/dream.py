@@ -46,8 +46,8 @@ BACKOFF_CAP_S = 3600
 FULL_PASS_CEILING = 200_000
 INGEST_BUDGET = 100
 CALIBRATION_KINDS = ("statement", "observation", "hypothesis")
-WRITE_PATHS = ("bulk", "unwind")
-BULK_MIN_ROWS = 256  # from this many rows on, the bulk write path uses LOAD FROM and whole-table reads
+STORE_IO = ("bulk", "unwind")
+BULK_MIN_ROWS = 256  # from this many rows on, bulk store I/O writes with LOAD FROM and reads whole columns
 
 Progress = Callable[[int, int], None]
 
@@ -70,22 +70,46 @@ class BudgetExceededError(TortoiseError, ValueError):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def snapshot(store: Any) -> GraphSnapshot:
-    """Read every Point's EP columns and every IMPL/NAND edge into an in-memory `GraphSnapshot`."""
-    pts = store.query(
-        "MATCH (n:Point) RETURN n.id AS id, n.is_operator AS is_operator, n.op_type AS op_type, "
-        "n.direction AS direction, n.status AS status, n.outdated AS outdated, n.pointKind AS pointKind, "
-        "n.baseline_set AS baseline_set, n.ep_alpha AS ep_alpha, n.ep_beta AS ep_beta, "
-        "n.posterior_alpha AS posterior_alpha, n.posterior_beta AS posterior_beta"
-    )
+_SNAP_POINTS = ("MATCH (n:Point) RETURN n.id AS id, n.is_operator AS is_operator, n.op_type AS op_type, "
+                "n.direction AS direction, n.status AS status, n.outdated AS outdated, n.pointKind AS pointKind, "
+                "n.baseline_set AS baseline_set, n.ep_alpha AS ep_alpha, n.ep_beta AS ep_beta, "
+                "n.posterior_alpha AS posterior_alpha, n.posterior_beta AS posterior_beta")
+_SNAP_EDGES = ("MATCH (a:Point)-[r:IMPL|NAND]->(b) RETURN a.id AS src, label(r) AS rel, b.id AS tgt, "
+               "label(b) AS tlabel, r.idx AS idx, r.direction AS direction, r.weight AS weight, r.msg_alpha AS ma, "
+               "r.msg_beta AS mb, r.back_msg_alpha AS ba, r.back_msg_beta AS bb")
+
+
+def _columns(store: Any, cypher: str) -> dict[str, list[Any]]:
+    """A read as columns through Arrow (one conversion per column instead of one Python dict per row), the Kuzu
+    result closed at once."""
+    res = store.conn.execute(cypher)
+    try:
+        return res.get_as_arrow(0).to_pydict()
+    finally:
+        res.close()
+
+
+def snapshot(store: Any, *, store_io: str = "bulk") -> GraphSnapshot:
+    """Read every Point's EP columns and every IMPL/NAND edge into an in-memory `GraphSnapshot`.
+    `store_io="bulk"` reads both tables as Arrow columns, `"unwind"` row by row (the previous reader); the
+    snapshots are equal."""
+    if store_io == "bulk":
+        pc = _columns(store, _SNAP_POINTS)
+        points = [PointRow(*row) for row in zip(pc["id"], pc["is_operator"], pc["op_type"], pc["direction"],
+                                                pc["status"], pc["outdated"], pc["pointKind"], pc["baseline_set"],
+                                                pc["ep_alpha"], pc["ep_beta"], pc["posterior_alpha"],
+                                                pc["posterior_beta"], strict=True)]
+        ec = _columns(store, _SNAP_EDGES)
+        edges = [EdgeRow(rel, src, tgt, idx, dirn, w, _msg(ma, mb), _msg(ba, bb), tl != "Point")
+                 for src, rel, tgt, tl, idx, dirn, w, ma, mb, ba, bb in zip(
+                     ec["src"], ec["rel"], ec["tgt"], ec["tlabel"], ec["idx"], ec["direction"], ec["weight"],
+                     ec["ma"], ec["mb"], ec["ba"], ec["bb"], strict=True)]
+        return GraphSnapshot(points, edges, exclude_terminal=store.cfg.ep_exclude_terminal)
+    pts = store.query(_SNAP_POINTS)
     points = [PointRow(r["id"], r["is_operator"], r["op_type"], r["direction"], r["status"], r["outdated"],
                        r["pointKind"], r["baseline_set"], r["ep_alpha"], r["ep_beta"], r["posterior_alpha"],
                        r["posterior_beta"]) for r in pts]
-    rows = store.query(
-        "MATCH (a:Point)-[r:IMPL|NAND]->(b) RETURN a.id AS src, label(r) AS rel, b.id AS tgt, label(b) AS tlabel, "
-        "r.idx AS idx, r.direction AS direction, r.weight AS weight, r.msg_alpha AS ma, r.msg_beta AS mb, "
-        "r.back_msg_alpha AS ba, r.back_msg_beta AS bb"
-    )
+    rows = store.query(_SNAP_EDGES)
     edges = [EdgeRow(r["rel"], r["src"], r["tgt"], r["idx"], r["direction"], r["weight"],
                      _msg(r["ma"], r["mb"]), _msg(r["ba"], r["bb"]), r["tlabel"] != "Point") for r in rows]
     return GraphSnapshot(points, edges, exclude_terminal=store.cfg.ep_exclude_terminal)
@@ -98,14 +122,14 @@ def _msg(a: float | None, b: float | None) -> tuple[float, float] | None:
 
 
 def load_factor_graph(store: Any, seeds: Iterable[str], max_hops: int | None = MAX_HOPS,
-                      snap: GraphSnapshot | None = None, epoch: int | None = None
+                      snap: GraphSnapshot | None = None, epoch: int | None = None, *, store_io: str = "bulk"
                       ) -> tuple[LoadedGraph, int, set[str]]:
     """(loaded graph, epoch snapshot, affected set) for `ep.run(seeds, max_hops)` (§9.6). The epoch is read
     before the graph, so any `_mark_dirty` after this point trips the guard in `flush`. A caller passing its own
     `snap` passes the epoch it read before taking it."""
     if snap is None or epoch is None:
         epoch = store.ep_version()
-        snap = snapshot(store)
+        snap = snapshot(store, store_io=store_io)
     loaded = snap.load(list(seeds), max_hops)
     return loaded, epoch, loaded.affected
 
@@ -117,33 +141,29 @@ def _epoch_guard(store: Any, epoch_snapshot: int) -> bool:
     return store.ep_version() <= epoch_snapshot
 
 
-def _check_write_path(write_path: str) -> None:
-    if write_path not in WRITE_PATHS:
-        raise ValueError(f"write_path must be one of {WRITE_PATHS}, got {write_path!r}")
+def _check_store_io(store_io: str) -> None:
+    if store_io not in STORE_IO:
+        raise ValueError(f"store_io must be one of {STORE_IO}, got {store_io!r}")
 
 
-def _column_of(store: Any, ids: list[str], column: str, write_path: str) -> dict[str, Any]:
+def _column_of(store: Any, ids: list[str], column: str, store_io: str) -> dict[str, Any]:
     """`{id: n.<column>}` for the Points among `ids`. The bulk path reads the column of every Point through Arrow
     when `ids` is long (Kuzu evaluates `n.id IN $ids` per Point against the whole list, which costs seconds at
     1e4 ids); the `unwind` path and short lists use the `IN` query. Both give the same mapping."""
-    if write_path == "bulk" and len(ids) >= BULK_MIN_ROWS:
+    if store_io == "bulk" and len(ids) >= BULK_MIN_ROWS:
         wanted = set(ids)
-        res = store.conn.execute(f"MATCH (n:Point) RETURN n.id AS id, n.{column} AS v")
-        try:
-            cols = res.get_as_arrow(0).to_pydict()
-        finally:
-            res.close()
+        cols = _columns(store, f"MATCH (n:Point) RETURN n.id AS id, n.{column} AS v")
         return {i: v for i, v in zip(cols["id"], cols["v"], strict=True) if i in wanted}
     return {r["id"]: r["v"] for r in store.query(
         f"MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id, n.{column} AS v", {"ids": ids})}
 
 
-def _set_rows(store: Any, rows: list[dict[str, Any]], unwind: str, load: str, write_path: str,
+def _set_rows(store: Any, rows: list[dict[str, Any]], unwind: str, load: str, store_io: str,
               params: dict[str, Any] | None = None) -> None:
     """One SET statement over `rows`: `UNWIND $rows AS row ...` (the `unwind` path, and short lists) or the same
     SET as `LOAD FROM tbl ...` over a pyarrow table of the rows (the bulk path; Kuzu matches list parameters of
     thousands of structs slowly). `load` names the table columns as the row keys."""
-    if write_path == "bulk" and len(rows) >= BULK_MIN_ROWS:
+    if store_io == "bulk" and len(rows) >= BULK_MIN_ROWS:
         import pyarrow as pa
 
         table = pa.table({k: [r[k] for r in rows] for k in rows[0]})
@@ -153,17 +173,17 @@ def _set_rows(store: Any, rows: list[dict[str, Any]], unwind: str, load: str, wr
 
 
 def flush(store: Any, loaded: LoadedGraph, result: EPResult, epoch_snapshot: int, *,
-          write_path: str = "bulk") -> bool:
+          store_io: str = "bulk") -> bool:
     """§9.7 flush: per claim of 𝒞 `confidence` (4 dp), `posterior_*`, `ep_*` unless baseline; messages of the
     active factors on their edges; one transaction. Returns False (nothing written) when the epoch advanced.
 
-    `write_path="bulk"` (default) writes large batches with `LOAD FROM` over pyarrow tables and reads the
-    baseline flags with one whole-table scan; `write_path="unwind"` is the previous statement set (`UNWIND` list
+    `store_io="bulk"` (default) writes large batches with `LOAD FROM` over pyarrow tables and reads the
+    baseline flags with one whole-column scan; `store_io="unwind"` is the previous statement set (`UNWIND` list
     parameters, `IN` lists). Both write the same values to the same rows in one transaction."""
-    _check_write_path(write_path)
+    _check_store_io(store_io)
     if not _epoch_guard(store, epoch_snapshot):
         return False
-    baseline = {k: bool(v) for k, v in _column_of(store, sorted(loaded.affected), "baseline_set", write_path).items()}
+    baseline = {k: bool(v) for k, v in _column_of(store, sorted(loaded.affected), "baseline_set", store_io).items()}
     plain, base = [], []
     for cid in sorted(loaded.affected):
         a, b = result.beliefs[cid]
@@ -184,13 +204,13 @@ def flush(store: Any, loaded: LoadedGraph, result: EPResult, epoch_snapshot: int
                       "MATCH (n:Point {id: row.id}) SET n.confidence = row.c, n.posterior_alpha = row.a, "
                       "n.posterior_beta = row.b, n.ep_alpha = row.a, n.ep_beta = row.b",
                       "MATCH (n:Point {id: id}) SET n.confidence = c, n.posterior_alpha = a, n.posterior_beta = b, "
-                      "n.ep_alpha = a, n.ep_beta = b", write_path)
+                      "n.ep_alpha = a, n.ep_beta = b", store_io)
         if base:
             _set_rows(store, base,
                       "MATCH (n:Point {id: row.id}) SET n.confidence = row.c, n.posterior_alpha = row.a, "
                       "n.posterior_beta = row.b",
                       "MATCH (n:Point {id: id}) SET n.confidence = c, n.posterior_alpha = a, n.posterior_beta = b",
-                      write_path)
+                      store_io)
         for rel in ("IMPL", "NAND"):
             for has, cols in (("has_m", ("msg_alpha", "msg_beta")), ("has_b", ("back_msg_alpha", "back_msg_beta"))):
                 rows = [{"s": r["s"], "t": r["t"], "x": r["ma" if has == "has_m" else "ba"],
@@ -201,16 +221,16 @@ def flush(store: Any, loaded: LoadedGraph, result: EPResult, epoch_snapshot: int
                               f"MATCH (a:Point {{id: row.s}})-[r:{rel}]->(b:Point {{id: row.t}}) "
                               f"SET r.{cols[0]} = row.x, r.{cols[1]} = row.y",
                               f"MATCH (a:Point {{id: s}})-[r:{rel}]->(b:Point {{id: t}}) "
-                              f"SET r.{cols[0]} = x, r.{cols[1]} = y", write_path)
+                              f"SET r.{cols[0]} = x, r.{cols[1]} = y", store_io)
     return True
 
 
 def write_back(store: Any, loaded: LoadedGraph, result: EPResult, *, stamp: bool,
-               write_path: str = "bulk") -> list[dict[str, Any]]:
+               store_io: str = "bulk") -> list[dict[str, Any]]:
     """Dream write-back after a committed flush (§9.7): full-precision `confidence`; `lastDreamedAt = updatedAt =
     now` when stamping and converged, else only `updatedAt` (TOR-17). Emits `ConfidenceChanged` per written claim
-    (§9.9, TOR-20) and returns the event payloads. `write_path` as in `flush`."""
-    _check_write_path(write_path)
+    (§9.9, TOR-20) and returns the event payloads. `store_io` as in `flush`."""
+    _check_store_io(store_io)
     ids = sorted(loaded.affected)
     if not ids:
         return []
@@ -222,13 +242,13 @@ def write_back(store: Any, loaded: LoadedGraph, result: EPResult, *, stamp: bool
             _set_rows(store, rows, "MATCH (n:Point {id: row.id}) SET n.confidence = row.c, "
                       "n.lastDreamedAt = $now, n.updatedAt = $now",
                       "MATCH (n:Point {id: id}) SET n.confidence = c, n.lastDreamedAt = $now, n.updatedAt = $now",
-                      write_path, {"now": now})
+                      store_io, {"now": now})
         else:
             _set_rows(store, rows, "MATCH (n:Point {id: row.id}) SET n.confidence = row.c, n.updatedAt = $now",
-                      "MATCH (n:Point {id: id}) SET n.confidence = c, n.updatedAt = $now", write_path, {"now": now})
+                      "MATCH (n:Point {id: id}) SET n.confidence = c, n.updatedAt = $now", store_io, {"now": now})
     events = []
     if store.cfg.emit_confidence_changed:
-        last = _column_of(store, ids, "lastDreamedAt", write_path)
+        last = _column_of(store, ids, "lastDreamedAt", store_io)
         events = [{"id": row["id"], "confidence": row["c"], "lastDreamedAt": last.get(row["id"])} for row in rows]
         # one feed transaction for all of them (same rows as one emit_event each, see TortoiseStore.emit_events)
         store.emit_events("ConfidenceChanged", events)
@@ -237,19 +257,20 @@ def write_back(store: Any, loaded: LoadedGraph, result: EPResult, *, stamp: bool
 
 def run(store: Any, seed_ids: Iterable[str], max_hops: int | None = MAX_HOPS, evidence: Any = None, *,
         warm_start: bool = False, gamma: float = 1e-3, snap: GraphSnapshot | None = None,
-        epoch: int | None = None, ep_engine: str = "fused", write_path: str = "bulk") -> dict[str, Any]:
+        epoch: int | None = None, ep_engine: str = "fused", store_io: str = "bulk") -> dict[str, Any]:
     """Upstream `ep.run` (§9.6): affected set from the seeds, EP with the store's `ep_max_iter`/`ep_tol`, flush.
     `evidence` is accepted for signature parity and unused (priors come from the stored baselines).
-    `ep_engine` is `run_ep`'s `engine` and `write_path` the flush's (the previous ones stay named options:
-    `ep_engine="batched"`, `write_path="unwind"`; every choice gives the same beliefs and the same store).
+    `ep_engine` is `run_ep`'s `engine`; `store_io` chooses how the snapshot is read and the flush written
+    (`"bulk"`: Arrow columns and `LOAD FROM`; the previous readers and statements stay `store_io="unwind"`, as the
+    previous engine stays `ep_engine="batched"`; every choice gives the same beliefs and the same store).
 
     Returns `{iterations, converged, beliefs, affected, flush_skipped, truncated, warnings, warm_skipped}`;
     a non-converged run flushes too (§9.4: both outcomes flush).
     """
-    loaded, epoch, affected = load_factor_graph(store, seed_ids, max_hops, snap, epoch)
+    loaded, epoch, affected = load_factor_graph(store, seed_ids, max_hops, snap, epoch, store_io=store_io)
     result = run_ep(loaded.fg, max_iter=store.cfg.ep_max_iter, tol=store.cfg.ep_tol, warm_start=warm_start,
                     gamma=gamma, engine=ep_engine)
-    written = flush(store, loaded, result, epoch, write_path=write_path)
+    written = flush(store, loaded, result, epoch, store_io=store_io)
     return {"iterations": result.iterations, "converged": result.converged, "beliefs": result.beliefs,
             "affected": sorted(affected), "flush_skipped": not written, "truncated": loaded.truncated,
             "warnings": loaded.warnings, "warm_skipped": result.warm_skipped, "_loaded": loaded,
@@ -315,7 +336,7 @@ def _stamp_trivial(store: Any, ids: Sequence[str]) -> None:
                       {"ids": list(ids), "now": store.now()})
 
 
-def _settle_roots(store: Any, ids: set[str], epoch: int) -> None:
+def _settle_roots(store: Any, ids: set[str], epoch: int, store_io: str = "bulk") -> None:
     """Converged pass: drop ids from the roots, clear `ep_dirty` where `ep_dirty_at` <= the epoch snapshot, reset
     retry counters, forget roots whose Point no longer exists."""
     store.dirty_roots.difference_update(ids)
@@ -326,8 +347,7 @@ def _settle_roots(store: Any, ids: set[str], epoch: int) -> None:
         store.execute("MATCH (n:Point) WHERE n.id IN $ids AND (n.ep_dirty_at IS NULL OR n.ep_dirty_at <= $e) "
                       "SET n.ep_dirty = false", {"ids": sorted(ids), "e": epoch})
     if store.dirty_roots:
-        alive = {r["id"] for r in store.query("MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id",
-                                              {"ids": sorted(store.dirty_roots)})}
+        alive = set(_column_of(store, sorted(store.dirty_roots), "id", store_io))
         store.dirty_roots.intersection_update(alive)
 
 
@@ -355,12 +375,12 @@ def _fail_roots(store: Any, anchors: Sequence[str], result: DreamResult) -> None
 def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: int, warm_start: bool,
                stamp: bool, result: DreamResult, exclude_ops: set[str] | None = None,
                selected: tuple[list[str], list[EdgeRow]] | None = None, stamp_trivial: bool = True,
-               ep_engine: str = "fused", write_path: str = "bulk") -> tuple[bool, set[str], list[str]]:
+               ep_engine: str = "fused", store_io: str = "bulk") -> tuple[bool, set[str], list[str]]:
     """One local batch: selector -> `ep.run` -> write-back -> root bookkeeping. Returns (converged, 𝒞, operators
     used). `stamp_trivial=False` leaves factor-less anchors to the caller (window/full stamp them only when every
     chunk converged)."""
     epoch = store.ep_version()
-    snap = snapshot(store)
+    snap = snapshot(store, store_io=store_io)
     ops, direct = selected if selected is not None else snap.select_operators(anchors, max_hops, op_cap,
                                                                               exclude_ops=exclude_ops)
     seeds = list(ops) + sorted({x for e in direct for x in (e.src, e.tgt)})
@@ -368,7 +388,7 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
     converged = True
     if seeds:
         out = run(store, seeds, max_hops, warm_start=warm_start, snap=snap, epoch=epoch, ep_engine=ep_engine,
-                  write_path=write_path)
+                  store_io=store_io)
         result.batches += 1
         result.iterations += out["iterations"]
         result.converged = out["converged"]
@@ -379,7 +399,7 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
             result.flush_skipped = True
             return False, set(), ops
         affected = set(out["affected"])
-        result.events += len(write_back(store, out["_loaded"], out["_result"], stamp=stamp, write_path=write_path))
+        result.events += len(write_back(store, out["_loaded"], out["_result"], stamp=stamp, store_io=store_io))
         result.affected_claims = sorted(set(result.affected_claims) | affected)
     live = set(_live_claims(snap))
     if converged:
@@ -389,7 +409,7 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
             result.stamped.extend(trivial)
         if stamp and affected:
             result.stamped.extend(sorted(affected))
-        _settle_roots(store, affected | set(anchors), epoch)
+        _settle_roots(store, affected | set(anchors), epoch, store_io)
     else:
         _fail_roots(store, anchors, result)
     return converged, affected, ops
@@ -398,17 +418,17 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
 def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int | None = MAX_HOPS,
           require_calibration: bool | None = None, stamp_dreamed_at: bool = True, mode: str | None = None,
           budget: int | None = None, warm_start: bool = True, progress: Progress | None = None,
-          ep_engine: str = "fused", write_path: str = "bulk") -> DreamResult:
+          ep_engine: str = "fused", store_io: str = "bulk") -> DreamResult:
     """§9.8 dream. Mode: explicit `mode` wins; `full=True` (or `dirty_only=False` [SIM]) => full; dirty roots =>
     local; fewer than 50 operator Points => full; else local. TOR-17, TOR-19, TOR-20, TOR-21, TOR-50.
-    `ep_engine` and `write_path` choose the EP engine and the flush/write-back statements (see `run`)."""
-    _check_write_path(write_path)
+    `ep_engine` and `store_io` choose the EP engine and how the graph is read and written (see `run`)."""
+    _check_store_io(store_io)
     if mode not in (None, "local", "window", "full"):
         raise ValueError(f"mode must be local, window or full, not {mode!r}")
     if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)):
         raise ValueError(f"budget must be an int or None, not {budget!r}")
     gate = store.cfg.require_calibration if require_calibration is None else require_calibration
-    snap = snapshot(store)
+    snap = snapshot(store, store_io=store_io)
     if gate:
         bad = calibration_violations(store, snap)
         if bad:
@@ -428,7 +448,7 @@ def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int
     if mode == "window":
         return dream_window(store, budget=WINDOW_BUDGET if budget is None else budget, max_hops=max_hops,
                             warm_start=warm_start, stamp_dreamed_at=stamp_dreamed_at, progress=progress,
-                            _gate_checked=True, ep_engine=ep_engine, write_path=write_path)
+                            _gate_checked=True, ep_engine=ep_engine, store_io=store_io)
     result = DreamResult(mode=mode)
     if mode == "local":
         anchors = sorted(store.dirty_roots)
@@ -436,13 +456,13 @@ def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int
             result.noop = True
             return result
         _, _, ops = _run_batch(store, anchors, max_hops=max_hops, op_cap=budget or OP_CAP, warm_start=warm_start,
-                               stamp=stamp_dreamed_at, result=result, ep_engine=ep_engine, write_path=write_path)
+                               stamp=stamp_dreamed_at, result=result, ep_engine=ep_engine, store_io=store_io)
         result.budget_used = len(ops)
         if progress:
             progress(1, 1)
         return result
     return _dream_full(store, snap, result, max_hops=max_hops, budget=budget, warm_start=warm_start,
-                       stamp=stamp_dreamed_at, progress=progress, ep_engine=ep_engine, write_path=write_path)
+                       stamp=stamp_dreamed_at, progress=progress, ep_engine=ep_engine, store_io=store_io)
 
 
 def _chunks(ids: list[str], size: int | None = None) -> list[list[str]]:
@@ -452,7 +472,7 @@ def _chunks(ids: list[str], size: int | None = None) -> list[list[str]]:
 
 def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hops: int | None, budget: int | None,
                 warm_start: bool, stamp: bool, progress: Progress | None, ep_engine: str = "fused",
-                write_path: str = "bulk") -> DreamResult:
+                store_io: str = "bulk") -> DreamResult:
     n_ops = sum(1 for p in snap.points.values() if p.is_op)
     if n_ops > FULL_PASS_CEILING:
         raise BudgetExceededError(f"full pass aborted: {n_ops} operators > {FULL_PASS_CEILING}")
@@ -470,7 +490,7 @@ def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hop
         # write-backs change numbers, never topology, so the plans made up front stay valid
         _, affected, ops = _run_batch(store, chunk, max_hops=max_hops, op_cap=cap, warm_start=warm_start,
                                       stamp=stamp, result=result, selected=plan, stamp_trivial=False,
-                                      ep_engine=ep_engine, write_path=write_path)
+                                      ep_engine=ep_engine, store_io=store_io)
         used_ops.update(ops)
         all_affected |= affected
         if progress:
@@ -478,7 +498,7 @@ def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hop
         if result.flush_skipped:
             break
     if stamp and result.converged_all and not result.flush_skipped:
-        trivial = _factorless(snapshot(store), [a for a in anchors if a not in all_affected])
+        trivial = _factorless(snapshot(store, store_io=store_io), [a for a in anchors if a not in all_affected])
         _stamp_trivial(store, trivial)
         result.stamped.extend(trivial)
     result.budget_used = len(used_ops)
@@ -488,7 +508,7 @@ def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hop
 def dream_window(store: Any, budget: int = WINDOW_BUDGET, *, max_hops: int | None = MAX_HOPS,
                  warm_start: bool = True, stamp_dreamed_at: bool = True, progress: Progress | None = None,
                  require_calibration: bool | None = None, _gate_checked: bool = False, ep_engine: str = "fused",
-                 write_path: str = "bulk") -> DreamResult:
+                 store_io: str = "bulk") -> DreamResult:
     """§9.8 step 5: stale-first window (TOR-19). Claims ranked by (coalesce(lastDreamedAt, ''), id), LIMIT budget
     (all if none was ever stamped), plus the dirty roots; chunks of 2000; one selector call per chunk with
     `op_cap=budget` minus earlier chunks' operators; stop at `budget` distinct operators."""
@@ -505,10 +525,9 @@ def dream_window(store: Any, budget: int = WINDOW_BUDGET, *, max_hops: int | Non
     if budget <= 0:
         result.noop = True
         return result
-    snap = snapshot(store)
+    snap = snapshot(store, store_io=store_io)
     live = set(_live_claims(snap))
-    stamps = {r["id"]: r["d"] for r in store.query(
-        "MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id, n.lastDreamedAt AS d", {"ids": sorted(live)})}
+    stamps = _column_of(store, sorted(live), "lastDreamedAt", store_io)
     ranked = sorted(live, key=lambda i: (stamps.get(i) or "", i))
     if any(stamps.get(i) for i in live):
         ranked = ranked[:budget]
@@ -523,11 +542,11 @@ def dream_window(store: Any, budget: int = WINDOW_BUDGET, *, max_hops: int | Non
         remaining = budget - len(used)
         if remaining <= 0:
             break
-        ops, direct = snapshot(store).select_operators(chunk, max_hops, budget)
+        ops, direct = snapshot(store, store_io=store_io).select_operators(chunk, max_hops, budget)
         ops = [o for o in ops if o not in used][:remaining]
         _, affected, _ = _run_batch(store, chunk, max_hops=max_hops, op_cap=budget, warm_start=warm_start,
                                     stamp=stamp_dreamed_at, result=result, selected=(ops, direct),
-                                    stamp_trivial=False, ep_engine=ep_engine, write_path=write_path)
+                                    stamp_trivial=False, ep_engine=ep_engine, store_io=store_io)
         used.extend(ops)
         covered |= affected
         if progress:
@@ -535,7 +554,8 @@ def dream_window(store: Any, budget: int = WINDOW_BUDGET, *, max_hops: int | Non
         if result.flush_skipped:
             break
     if stamp_dreamed_at and result.converged_all and not result.flush_skipped:
-        trivial = _factorless(snapshot(store), [c for c in window if c not in covered and c in live])
+        trivial = _factorless(snapshot(store, store_io=store_io),
+                              [c for c in window if c not in covered and c in live])
         _stamp_trivial(store, trivial)
         result.stamped.extend(trivial)
     result.budget_used = len(used)

@@ -11,8 +11,9 @@ reference engine); what changes is how much work one iteration does:
 * **Jacobi polynomials as array recurrences**: `jacobi_eval` evaluates P_n^(a, b)(x) with the three-term recurrence
   of scipy's `eval_jacobi` (integer degree), operation for operation, with the coefficients that depend only on
   the row computed once per row instead of once per node; `binom(n + a, n)` is scipy's own ufunc;
-* **one exponential per node pair**: the IMPL/NAND potential's argument is selected first, then exponentiated once
-  (the batched engine exponentiates both arguments and selects);
+* **tilted moments in cache-sized blocks**: each pair's potential argument is formed for its own kind only and
+  exponentiated once (the batched engine forms and exponentiates both and selects), over blocks of pairs whose
+  temporaries stay in cache;
 * the eigenvalues still come from LAPACK `dsterf`, one call per rule (`tridiagonal_eigvals`), which is what makes
   them equal the ones `roots_jacobi` starts from; that call is most of what an iteration costs.
 
@@ -126,23 +127,38 @@ def gauss_jacobi_rules(alpha: np.ndarray, beta: np.ndarray, n: int) -> tuple[np.
     return xs, ws
 
 
+TILT_CHUNK = 512  # pairs per block: the (block, n, n) temporaries stay in cache
+
+
 def tilted_moments_fused(xs: np.ndarray, ws: np.ndarray, xt: np.ndarray, wt: np.ndarray, nand: np.ndarray,
                          weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """`ep.tilted_moments` with one exponential per node pair (the potential's argument is selected first)."""
+    """`ep.tilted_moments`, value for value: in blocks of `TILT_CHUNK` pairs, each pair's potential argument built
+    for its own kind only (NAND -w x y, IMPL -w (x - y)^2) and exponentiated once, squares of the nodes formed
+    before broadcasting. Every element goes through the same operations as there, and every sum is over the same
+    contiguous 64 products of one pair, so the results are equal bit for bit."""
     p, n = xs.shape
-    w3 = weight[:, None, None]
-    diff = xs[:, :, None] - xt[:, None, :]
-    prod = xs[:, :, None] * xt[:, None, :]
-    psi = np.exp(np.where(nand[:, None, None], -w3 * prod, -w3 * (diff * diff)))
-    wgt = ws[:, :, None] * wt[:, None, :] * psi
-    z = np.ascontiguousarray(wgt).reshape(p, n * n).sum(axis=1)
-    xs3 = np.broadcast_to(xs[:, :, None], (p, n, n))
-    xt3 = np.broadcast_to(xt[:, None, :], (p, n, n))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mu_s = np.ascontiguousarray(wgt * xs3).reshape(p, n * n).sum(axis=1) / z
-        nu_s = np.ascontiguousarray(wgt * (xs3 * xs3)).reshape(p, n * n).sum(axis=1) / z
-        mu_t = np.ascontiguousarray(wgt * xt3).reshape(p, n * n).sum(axis=1) / z
-        nu_t = np.ascontiguousarray(wgt * (xt3 * xt3)).reshape(p, n * n).sum(axis=1) / z
+    mu_s, nu_s, mu_t, nu_t, z = (np.empty(p) for _ in range(5))
+    for s in range(0, p, TILT_CHUNK):
+        e = min(p, s + TILT_CHUNK)
+        q = e - s
+        a, aw, b, bw, kind = xs[s:e], ws[s:e], xt[s:e], wt[s:e], nand[s:e]
+        w3 = weight[s:e, None, None]
+        arg = np.empty((q, n, n))
+        ni = np.flatnonzero(kind)
+        ii = np.flatnonzero(~kind)
+        if ni.size:
+            arg[ni] = -w3[ni] * (a[ni][:, :, None] * b[ni][:, None, :])
+        if ii.size:
+            d = a[ii][:, :, None] - b[ii][:, None, :]
+            arg[ii] = -w3[ii] * (d * d)
+        wgt = aw[:, :, None] * bw[:, None, :] * np.exp(arg)
+        zz = wgt.reshape(q, n * n).sum(axis=1)
+        z[s:e] = zz
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mu_s[s:e] = (wgt * a[:, :, None]).reshape(q, n * n).sum(axis=1) / zz
+            nu_s[s:e] = (wgt * (a * a)[:, :, None]).reshape(q, n * n).sum(axis=1) / zz
+            mu_t[s:e] = (wgt * b[:, None, :]).reshape(q, n * n).sum(axis=1) / zz
+            nu_t[s:e] = (wgt * (b * b)[:, None, :]).reshape(q, n * n).sum(axis=1) / zz
     return mu_s, nu_s, mu_t, nu_t, z
 
 

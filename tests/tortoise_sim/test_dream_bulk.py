@@ -62,7 +62,7 @@ def _scaling_store(n_factors: int, seed: int) -> TortoiseStore:
     return s
 
 
-def test_bulk_write_path_leaves_the_same_store_as_unwind(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bulk_store_io_leaves_the_same_store_as_unwind(monkeypatch: pytest.MonkeyPatch) -> None:
     """A 400-factor local dream (with `BULK_MIN_ROWS` lowered so that every statement of the bulk path writes with
     LOAD FROM and reads whole columns): the previous statements with the previous EP engine leave every Point,
     edge message and feed row exactly as the new defaults do."""
@@ -71,7 +71,7 @@ def test_bulk_write_path_leaves_the_same_store_as_unwind(monkeypatch: pytest.Mon
     monkeypatch.setattr(dr, "BULK_MIN_ROWS", 16)
 
     states, loads = [], []
-    for opts in ({"ep_engine": "batched", "write_path": "unwind"}, {}):
+    for opts in ({"ep_engine": "batched", "store_io": "unwind"}, {}):
         s = _scaling_store(400, 3)
         calls: list[str] = []
         bulk = s.bulk_load
@@ -94,11 +94,32 @@ def test_bulk_write_path_leaves_the_same_store_as_unwind(monkeypatch: pytest.Mon
     assert pts_u == pts_b and edges_u == edges_b and feed_u == feed_b
 
 
-def test_unknown_write_path_is_rejected() -> None:
+def test_unknown_store_io_is_rejected() -> None:
     s = make_store()
     try:
-        dr.dream(s, mode="local", write_path="copy")
+        dr.dream(s, mode="local", store_io="copy")
     except ValueError as exc:
-        assert "write_path" in str(exc)
+        assert "store_io" in str(exc)
     else:
         raise AssertionError("an unknown write path was accepted")
+
+
+def _snap_rows(snap: Any) -> tuple[list[str], list[str]]:
+    return sorted(repr(p) for p in snap.points.values()), sorted(repr(e) for e in snap.edges)
+
+
+def test_arrow_snapshot_equals_the_row_by_row_snapshot() -> None:
+    empty = make_store()
+    assert _snap_rows(dr.snapshot(empty)) == _snap_rows(dr.snapshot(empty, store_io="unwind")) == ([], [])
+    s = make_store()
+    ids = build_14_1(s)
+    extra = [adm.create_point(s, "statement", f"claim {i}", status="live")["id"] for i in range(4)]
+    adm.create_operator(s, "NAND", extra[0], [extra[1], ids["B"]])
+    s.execute("MATCH (a:Point {id: $a}), (b:Point {id: $b}) CREATE (a)-[:IMPL {direction: 'unidirectional', "
+              "weight: 2.5, back_msg_alpha: 0.25}]->(b)", {"a": extra[2], "b": extra[3]})
+    dr.dream(s, mode="full", require_calibration=False)
+    bulk, rows = dr.snapshot(s), dr.snapshot(s, store_io="unwind")
+    assert _snap_rows(bulk) == _snap_rows(rows)
+    assert any(e.msg is not None for e in bulk.edges) and any(p.posterior_alpha is not None
+                                                             for p in bulk.points.values())
+    assert any(e.weight == 2.5 and e.back_msg == (0.25, 0.0) for e in bulk.edges)
