@@ -151,7 +151,9 @@ def hook_volunteer(
     db: DbOpt = None,
 ) -> None:
     """Per-prompt hook: read the harness's hook JSON on stdin, print the JSON shape the harness expects (one
-    line) when a pointer is eligible, nothing otherwise. Always exits 0, so a hook never fails its host."""
+    line) when a pointer is eligible, nothing otherwise. Always exits 0, so a hook never fails its host. When a
+    resident service (`serve`) holds the store, the hook waits at most $MEMSIM_HOOK_TIMEOUT seconds (default 1)
+    for its answer, then prints nothing and notes it on stderr."""
     from tortoise_sim.hook_client import HARNESSES
     from tortoise_sim.hooks import hook_volunteer_turn
 
@@ -179,7 +181,8 @@ def hook_volunteer(
 @app.command("hook-session-start")
 def hook_session_start_cmd(db: DbOpt = None) -> None:
     """Session-start hook: print the context digest verbatim, or one line saying there is no memory yet when
-    there is no store; any failure prints nothing. Exit 0."""
+    there is no store; any failure prints nothing. Exit 0. A resident service gets $MEMSIM_HOOK_TIMEOUT seconds
+    (default 1) to answer."""
     from tortoise_sim.hooks import hook_session_start
 
     path = db_path(db)
