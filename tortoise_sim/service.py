@@ -17,6 +17,15 @@ Encoder: :class:`tortoise_sim.light_encoder.LightMiniLM` (numpy, no torch), the 
 as sentence-transformers within 1e-6, also used by the hook's in-process fallback, so both paths give the same
 output. ``embedder="hashing"`` (tests) uses the simulator's hashing encoder.
 
+Bad clients: each connection has its own thread and reads its request under one deadline (``READ_DEADLINE_S``);
+a frame that is oversized (``max_request``), incomplete, not JSON, of another protocol version or naming an unknown
+op gets an error frame (or, when the client is gone, a closed connection); past ``MAX_CONNECTIONS`` a connection
+gets a ``Busy`` frame at once. Only store operations share the store lock, and a prompt without retrieval intent
+takes no lock at all, so no client blocks another beyond the store's own serial order.
+
+Who may connect: the derived socket lives in ``hook_client.socket_dir()`` (mode 0700, created or tightened by
+:func:`private_socket_dir`), and the socket itself is 0600.
+
 Start-up and crashes: the socket path comes from ``hook_client.socket_path_for`` (derived from the store path) and
 a pid file sits next to it. Before binding, a socket file that no process answers on is **stale** (a crashed
 service) and is removed with its pid file; a socket that answers means a service is already running (error). Kuzu's
