@@ -24,6 +24,9 @@ iteration and censoring counts) on random graphs and on the `benchmarks.ep_scali
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from scipy.special import binom, eval_jacobi
 
@@ -40,6 +43,28 @@ from .ep import (
     tridiagonal_eigvals,
     z_floor,
 )
+
+EIG_THREADS = min(2, os.cpu_count() or 1)  # threads for the LAPACK eigenvalue calls (1 = the calling thread only)
+EIG_THREAD_MIN_ROWS = 256  # fewer rules than this are solved in the calling thread
+_pool: ThreadPoolExecutor | None = None
+
+
+def eigenvalues(diag: np.ndarray, off: np.ndarray, threads: int | None = None) -> np.ndarray:
+    """`tridiagonal_eigvals` with the rows split over `threads` threads (default `EIG_THREADS`). ctypes releases
+    the GIL inside each LAPACK call, so on a machine with a free core the calls of two threads overlap; every row
+    is still its own `dsterf` call, so the values do not depend on the split."""
+    global _pool
+    threads = EIG_THREADS if threads is None else threads
+    m = diag.shape[0]
+    if threads <= 1 or m < EIG_THREAD_MIN_ROWS:
+        return tridiagonal_eigvals(diag, off)
+    if _pool is None or _pool._max_workers < threads - 1:  # noqa: SLF001 - size check of our own pool
+        _pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="ep-eig")
+    bounds = np.linspace(0, m, threads + 1).astype(int)
+    futures = [_pool.submit(tridiagonal_eigvals, diag[lo:hi], off[lo:hi])
+               for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]
+    first = tridiagonal_eigvals(diag[:bounds[1]], off[:bounds[1]])
+    return np.concatenate([first] + [f.result() for f in futures])
 
 
 def jacobi_eval(n: int, a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -80,7 +105,7 @@ def _rules_general(alpha: np.ndarray, beta: np.ndarray, n: int) -> tuple[np.ndar
         kb = k[:, 1:]
         bn = (2.0 / (2.0 * kb + a + b) * np.sqrt((kb + a) * (kb + b) / (2 * kb + a + b + 1))
               * np.where(kb == 1, 1.0, np.sqrt(kb * (kb + a + b) / (2.0 * kb + a + b - 1))))
-        x = tridiagonal_eigvals(an, bn)
+        x = eigenvalues(an, bn)
         y = jacobi_eval(n, a, b, x)
         dy = 0.5 * (n + a + b + 1) * jacobi_eval(n - 1, a + 1, b + 1, x)
         x = x - y / dy

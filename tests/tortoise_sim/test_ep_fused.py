@@ -18,7 +18,7 @@ from scipy.special import eval_jacobi
 
 from benchmarks.ep_engine import factor_graph, identical, result_arrays
 from tests.tortoise_sim.test_ep_batched import random_graph
-from tortoise_sim import ep
+from tortoise_sim import ep, ep_fused
 from tortoise_sim.ep import gauss_jacobi_batch, tilted_moments
 from tortoise_sim.ep_fused import gauss_jacobi_rules, jacobi_eval, tilted_moments_fused
 
@@ -107,3 +107,16 @@ def test_engine_names() -> None:
     assert ep.ENGINES == ("fused", "batched", "reference")
     with pytest.raises(ValueError, match="engine"):
         ep.run_ep(factor_graph(100, 0), engine="numba")
+
+
+def test_threaded_eigenvalues_equal_one_call_per_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    diag, off = rng.uniform(-1, 1, (1500, 8)), rng.uniform(0.01, 0.6, (1500, 7))
+    one = ep.tridiagonal_eigvals(diag, off)
+    for threads in (2, 3):
+        assert np.array_equal(ep_fused.eigenvalues(diag, off, threads), one)
+    fg = factor_graph(300, 4)
+    monkeypatch.setattr(ep_fused, "EIG_THREADS", 1)
+    single = ep.run_ep(fg)
+    monkeypatch.setattr(ep_fused, "EIG_THREADS", 2)
+    assert_bitwise(single, ep.run_ep(fg))
