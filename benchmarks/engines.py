@@ -4,10 +4,12 @@ Four sections, each "before" = the previous implementation kept as a named optio
 
 1. **EP engine**: pure ``run_ep`` (no censoring) on the ``ep_scaling`` graph of 2,000 factors (built in memory
    with the same generator and snapshot rules), ``engine="reference"`` vs ``engine="batched"``; beliefs and
-   messages compared bit for bit, iteration counts compared.
+   messages compared bit for bit, iteration counts compared. The current default ``engine="fused"`` is timed on
+   the same graph and compared bit for bit with the batched engine (``benchmarks.ep_engine`` measures it in
+   full).
 2. **Dream pass** at 10,000 factors on an on-disk Kuzu store (``benchmarks.ep_scaling`` graph and bulk load):
-   before = reference engine + one ``ConfidenceChanged`` feed transaction per claim, after = batched engine +
-   ``TortoiseStore.emit_events``; split into load / EP / flush + write-back + events; the two stores' Point EP
+   before = reference engine + one ``ConfidenceChanged`` feed transaction per claim, after = the current defaults
+   (fused engine, bulk store I/O) + ``TortoiseStore.emit_events``; split into load / EP / flush + write-back + events; the two stores' Point EP
    columns and feeds are compared.
 3. **Incremental caches** at 1e5 points (bulk-loaded plain claims, a deterministic stand-in encoder so building
    the store does not time MiniLM): the first volunteer call after a capture with ``search_cache_mode="rebuild"``
@@ -77,12 +79,16 @@ def ep_section(n_factors: int, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     bat = run_ep(fg, engine="batched")
     t_bat = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fus = run_ep(fg, engine="fused")
+    t_fus = time.perf_counter() - t0
     same = ref.beliefs == bat.beliefs and ref.msgs == bat.msgs and ref.iterations == bat.iterations
+    same_fused = bat.beliefs == fus.beliefs and bat.msgs == fus.msgs and bat.iterations == fus.iterations
     diff = max((abs(a - b) for c in ref.beliefs for a, b in zip(ref.beliefs[c], bat.beliefs[c], strict=True)),
                default=0.0)
     return {"factors": len(fg.factors), "variables": len(fg.claims), "reference_s": t_ref, "batched_s": t_bat,
             "ratio": t_ref / t_bat, "iterations": [ref.iterations, bat.iterations],
-            "bit_identical": same, "max_belief_diff": diff}
+            "bit_identical": same, "max_belief_diff": diff, "fused_s": t_fus, "fused_bit_identical": same_fused}
 
 
 # ---------------------------------------------------------------------------------------------------------------
