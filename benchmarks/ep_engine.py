@@ -16,7 +16,8 @@ Two sections, each measured side by side in one run, "before" = the previous def
     .venv/bin/python -m benchmarks.ep_engine --out DIR            # 2,000-factor run_ep, 10,000-factor dream
     .venv/bin/python -m benchmarks.ep_engine --quick --out DIR    # 300 / 1,000 factors
 
-Writes ep-engine.{json,md} to --out (default: the bench results folder).
+Writes ep-engine.{json,md} to --out (default: the bench results folder); ``--render`` rewrites the md from the
+JSON already there.
 """
 
 from __future__ import annotations
@@ -261,7 +262,18 @@ def main(argv: list[str] | None = None) -> list[Path]:
     ap.add_argument("--repeat", type=int, default=None, help="run_ep repeats (default 3; quick 1)")
     ap.add_argument("--dream-repeat", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--render", action="store_true", help="rewrite ep-engine.md from the ep-engine.json in --out "
+                                                          "(nothing is measured)")
     args = ap.parse_args(argv)
+    if args.render:
+        out_dir = args.out or default_out_dir(args.quick)
+        src = out_dir / f"{NAME}.json"
+        if not src.is_file():
+            raise SystemExit(f"error: {src}: no such results file (run the benchmark first)")
+        md = out_dir / f"{NAME}.md"
+        md.write_text(render(json.loads(src.read_text(encoding="utf-8"))).rstrip() + "\n", encoding="utf-8")
+        print(f"wrote {md}")
+        return [md]
     sizes = {"ep": 300, "dream": 1000} if args.quick else {"ep": 2000, "dream": 10000}
     repeat = args.repeat or (1 if args.quick else 3)
     t_start = time.perf_counter()
