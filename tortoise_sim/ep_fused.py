@@ -46,7 +46,7 @@ from .ep import (
 
 EIG_THREADS = min(2, os.cpu_count() or 1)  # threads for the LAPACK eigenvalue calls (1 = the calling thread only)
 EIG_THREAD_MIN_ROWS = 256  # fewer rules than this are solved in the calling thread
-_pool: ThreadPoolExecutor | None = None
+_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool): a forked child makes its own
 
 
 def eigenvalues(diag: np.ndarray, off: np.ndarray, threads: int | None = None) -> np.ndarray:
@@ -58,10 +58,11 @@ def eigenvalues(diag: np.ndarray, off: np.ndarray, threads: int | None = None) -
     m = diag.shape[0]
     if threads <= 1 or m < EIG_THREAD_MIN_ROWS:
         return tridiagonal_eigvals(diag, off)
-    if _pool is None or _pool._max_workers < threads - 1:  # noqa: SLF001 - size check of our own pool
-        _pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="ep-eig")
+    if _pool is None or _pool[0] != os.getpid() or _pool[1] < threads - 1:
+        _pool = (os.getpid(), threads - 1, ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="ep-eig"))
+    pool = _pool[2]
     bounds = np.linspace(0, m, threads + 1).astype(int)
-    futures = [_pool.submit(tridiagonal_eigvals, diag[lo:hi], off[lo:hi])
+    futures = [pool.submit(tridiagonal_eigvals, diag[lo:hi], off[lo:hi])
                for lo, hi in zip(bounds[1:-1], bounds[2:], strict=True)]
     first = tridiagonal_eigvals(diag[:bounds[1]], off[:bounds[1]])
     return np.concatenate([first] + [f.result() for f in futures])

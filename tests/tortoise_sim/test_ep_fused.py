@@ -120,3 +120,18 @@ def test_threaded_eigenvalues_equal_one_call_per_row(monkeypatch: pytest.MonkeyP
     single = ep.run_ep(fg)
     monkeypatch.setattr(ep_fused, "EIG_THREADS", 2)
     assert_bitwise(single, ep.run_ep(fg))
+
+
+def test_threaded_eigenvalues_work_in_a_forked_child() -> None:
+    """The eigenvalue pool is per process: a child forked after the parent used it makes its own (a pool inherited
+    across fork has no worker threads and would never run the child's rows)."""
+    import multiprocessing as mp
+
+    rng = np.random.default_rng(9)
+    diag, off = rng.uniform(-1, 1, (600, 8)), rng.uniform(0.01, 0.6, (600, 7))
+    expected = ep.tridiagonal_eigvals(diag, off)
+    assert np.array_equal(ep_fused.eigenvalues(diag, off, 2), expected)  # the parent's pool exists now
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply_async(ep_fused.eigenvalues, (diag, off, 2)).get(timeout=60)
+    assert np.array_equal(got, expected)
