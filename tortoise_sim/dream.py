@@ -15,6 +15,10 @@ no-op (TOR-19); every committed write-back journals one `ConfidenceChanged` per 
 writes only EP columns, `updatedAt`, `lastDreamedAt` and edge messages (TOR-21); the calibration gate refuses to
 dream over un-baselined live statements (TOR-50).
 
+Speed options (same beliefs, same store either way): `ep_engine` (default "fused"; "batched" and "reference" are
+the previous engines) and `store_io` (default "bulk": Arrow snapshot reads, whole-column reads and `LOAD FROM`
+writes for large batches; "unwind": the previous row-by-row reads, `IN` lists and `UNWIND` writes).
+
 Bad input: a budget <= 0 is a no-op; a non-finite prior, stored belief or message raises `ValueError` in the loader,
 before anything is written; self-edges and operators left with < 2 live inputs are skipped with a warning.
 """

@@ -44,7 +44,8 @@ from .ep import (
     z_floor,
 )
 
-EIG_THREADS = min(2, os.cpu_count() or 1)  # threads for the LAPACK eigenvalue calls (1 = the calling thread only)
+_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+EIG_THREADS = min(2, _CPUS)  # threads for the LAPACK eigenvalue calls (1 = the calling thread only)
 EIG_THREAD_MIN_ROWS = 256  # fewer rules than this are solved in the calling thread
 _pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool): a forked child makes its own
 
