@@ -427,3 +427,14 @@ def test_cli_command_names_a_socket_that_accepts_but_does_not_answer(short_dir, 
         took = time.monotonic() - t0
     assert r.exit_code == 1 and "accepts connections" in r.output and "does not answer within 3 s" in r.output, r
     assert took < 8 and not (short_dir / "db.kuzu").exists()
+
+
+def test_session_end_hook_has_its_own_timeout(short_dir):
+    sock = short_dir / "f.sock"
+    payload = json.dumps({"session_id": "s1", "turns": [{"role": "user", "content": "hello there"}]})
+    with fake_service(sock, _never_answers):
+        r, took = _hook(["hook-session-end", "--db", str(short_dir / "db.kuzu"), "--socket", str(sock)], payload,
+                        MEMSIM_HOOK_TIMEOUT="0.2", MEMSIM_HOOK_END_TIMEOUT="0.6")
+    lines = r.stderr.decode().splitlines()
+    assert r.returncode == 0 and r.stdout == b"" and len(lines) == 1, r
+    assert "within 0.6 s ($MEMSIM_HOOK_END_TIMEOUT)" in lines[0], lines
