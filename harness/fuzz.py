@@ -362,6 +362,10 @@ def _hook_session_end(inp: FuzzInput, tmp: Path) -> str:
 
 
 def _check_spool(root: Path) -> None:
+    """No partial write in the spool: every meta file still parses (or is the fuzzer's own input, left in place
+    after a documented stop), and no temporary file is left behind. (Meta and turn log are not compared: each
+    target fuzzes one of the two and the spool carries a fuzzed meta's fields through its rewrites, so a count
+    mismatch would be the input's, not a torn write's.)"""
     entries = root / "entries"
     if not entries.exists():
         return
@@ -369,18 +373,11 @@ def _check_spool(root: Path) -> None:
         if not meta.is_file():
             continue  # a directory the fuzzer put there, left untouched
         try:
-            m = json.loads(meta.read_bytes().decode("utf-8"))
+            json.loads(meta.read_bytes().decode("utf-8"))
         except (ValueError, RecursionError):
             if meta.read_bytes() in _PLACED:
                 continue  # the fuzzer's own corrupt input, still in place after a documented stop
             raise PartialWrite(f"spool meta {meta.name} does not parse") from None
-        if not isinstance(m, dict):
-            continue
-        turns = meta.with_name(meta.name.replace(".meta.json", ".turns.jsonl"))
-        if turns.is_file():
-            lines = turns.read_bytes().decode("utf-8", "replace").splitlines()
-            if m.get("lane") != "quarantine" and len(lines) != int(m.get("turn_count", len(lines))):
-                raise PartialWrite(f"{turns.name}: {len(lines)} lines, meta says {m.get('turn_count')}")
     for tmpfile in entries.glob("*.tmp*"):
         raise PartialWrite(f"temporary file left behind: {tmpfile.name}")
 

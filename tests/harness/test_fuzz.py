@@ -86,3 +86,20 @@ def test_fuzz_report_of_a_run_killed_part_way_names_the_missing_targets(tmp_path
     md = (tmp_path / "part.md").read_text()
     assert "1 of 2 planned targets finished; not run: `agentfly-dataset`." in md
     assert render_md(json.loads((tmp_path / "part.json").read_text())) == md
+
+
+def test_spool_meta_with_an_infinite_count_is_an_outcome_and_a_torn_meta_is_a_partial_write(tmp_path):
+    from harness.fuzz import PartialWrite, _check_spool
+    from tortoise_sim.spool import Spool, entry_key
+
+    meta = targets()["tortoise-spool-meta"]
+    data = meta.seed_doc.replace(b'"turn_count": 2', b'"turn_count": 1e9999992')
+    assert b"1e9999992" in data
+    assert run_one(meta, FuzzInput("inserted", data))[0] in ("accepted", "skipped", "rejected")
+    root = tmp_path / "spool"
+    Spool(root).spool_write("s1", [{"role": "user", "content": "decision: keep"}], "claude", "hook", "m1")
+    _check_spool(root)
+    path = root / "entries" / f"{entry_key('s1')}.meta.json"
+    path.write_bytes(path.read_bytes()[:20])  # torn by the spool's own writer, not the fuzzer's input
+    with pytest.raises(PartialWrite, match="does not parse"):
+        _check_spool(root)
