@@ -881,12 +881,18 @@ class GraphSnapshot:
         ends |= {e.src for e in self.inc.get(op, [])}
         return {x for x in ends if x != op and self.is_variable(x)}
 
-    def neighbours(self, c: str) -> set[str]:
-        """One hop from c (§9.6)."""
+    def neighbours(self, c: str, _ends: dict[str, set[str]] | None = None) -> set[str]:
+        """One hop from c (§9.6). `_ends` memoises operator endpoints within one affected-set walk."""
         nb: set[str] = set()
         for e in self.inc.get(c, []):
             if self.is_active_op(e.src):
-                nb |= self._op_endpoints(e.src)
+                if _ends is None:
+                    nb |= self._op_endpoints(e.src)
+                else:
+                    ends = _ends.get(e.src)
+                    if ends is None:
+                        ends = _ends[e.src] = self._op_endpoints(e.src)
+                    nb |= ends
             elif self.is_direct(e) and self.is_live_claim(e.src):
                 nb.add(e.src)
         for e in self.out.get(c, []):
@@ -920,8 +926,9 @@ class GraphSnapshot:
                 truncated = True
                 break
             new: set[str] = set()
+            ends: dict[str, set[str]] = {}  # the snapshot does not change during one walk
             for c in sorted(frontier):
-                new |= self.neighbours(c)
+                new |= self.neighbours(c, ends)
             new -= affected
             if guarded and len(new) > CLOSURE_MAX_PER_HOP:
                 truncated = True
@@ -940,6 +947,14 @@ class GraphSnapshot:
         """Breadth-first operator selection from anchors (§9.6). Returns (operator ids sorted and truncated to
         `op_cap`, selected direct edges). An operator participates only with >= 2 live plain inputs."""
         exclude_ops = exclude_ops or set()
+        memo: dict[str, list[str]] = {}
+
+        def live_inputs(op: str) -> list[str]:  # `_live_plain_inputs`, once per operator within this call
+            got = memo.get(op)
+            if got is None:
+                got = memo[op] = self._live_plain_inputs(op)
+            return got
+
         ops: set[str] = set()
         direct: dict[tuple[str, str, str], EdgeRow] = {}
         seen: set[str] = set()
@@ -949,9 +964,9 @@ class GraphSnapshot:
                 continue
             seen.add(a)
             if self.points.get(a) is not None and self.points[a].is_op:
-                if self.is_active_op(a) and a not in exclude_ops and len(self._live_plain_inputs(a)) >= 2:
+                if self.is_active_op(a) and a not in exclude_ops and len(live_inputs(a)) >= 2:
                     ops.add(a)
-                    for x in self._live_plain_inputs(a):
+                    for x in live_inputs(a):
                         if x not in seen:
                             seen.add(x)
                             frontier.append(x)
@@ -967,7 +982,7 @@ class GraphSnapshot:
                         op = e.src
                         if op in exclude_ops or not self.is_active_op(op):
                             continue
-                        ins = self._live_plain_inputs(op)
+                        ins = live_inputs(op)
                         if len(ins) < 2:
                             continue
                         ops.add(op)
@@ -1007,12 +1022,25 @@ class GraphSnapshot:
         return self.load_affected(affected, truncated=truncated)
 
     def load_affected(self, affected: set[str], *, truncated: bool = False) -> LoadedGraph:
+        memo: dict[tuple[str, str], bool] = {}  # the predicates below, once per id within this call
+
+        def cached(name: str, pred: Callable[[str], bool]) -> Callable[[str], bool]:
+            def check(pid: str) -> bool:
+                got = memo.get((name, pid))
+                if got is None:
+                    got = memo[(name, pid)] = pred(pid)
+                return got
+            return check
+
+        is_variable = cached("var", self.is_variable)
+        is_live_claim = cached("live", self.is_live_claim)
+        is_active_op = cached("op", self.is_active_op)
         warnings: list[str] = []
         factors: list[Factor] = []
         msgs: dict[tuple[str, str], Pair] = {}
         back_cavity: dict[tuple[str, str], Pair] = {}
         edge_msgs: list[tuple[str, str, str, str, tuple[str, str]]] = []
-        ops = sorted({e.src for c in affected for e in self.inc.get(c, []) if self.is_active_op(e.src)})
+        ops = sorted({e.src for c in affected for e in self.inc.get(c, []) if is_active_op(e.src)})
         for op in ops:
             p = self.points[op]
             if p.op_type not in FACTOR_KINDS:
@@ -1024,7 +1052,7 @@ class GraphSnapshot:
             head = edges[0].tgt
             kept: list[EdgeRow] = []
             for e in edges:
-                if e.tgt != op and self.is_variable(e.tgt) and all(k.tgt != e.tgt for k in kept):
+                if e.tgt != op and is_variable(e.tgt) and all(k.tgt != e.tgt for k in kept):
                     kept.append(e)
             direction = p.direction
             if direction is None:
@@ -1054,7 +1082,7 @@ class GraphSnapshot:
                 if e.src == e.tgt:
                     warnings.append(f"self_edge_skipped:{e.type}:{e.src}")
                     continue
-                if not (self.is_live_claim(e.src) and self.is_live_claim(e.tgt)):
+                if not (is_live_claim(e.src) and is_live_claim(e.tgt)):
                     continue
                 key = f"direct:{e.type}:{e.src}:{e.tgt}"
                 direction = e.direction if e.direction in DIRECTIONS else "bidirectional"
