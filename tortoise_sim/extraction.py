@@ -196,7 +196,7 @@ class RecordedPayload(BaseModel):
     points: list[RecordedPoint] = Field(default_factory=list)
     operators: list[dict[str, Any]] = Field(default_factory=list)
     supersessions: list[dict[str, Any]] = Field(default_factory=list)
-    summary: str = ""
+    summary: str | None = ""
 
 
 class RecordedSession(BaseModel):
