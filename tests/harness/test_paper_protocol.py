@@ -444,3 +444,13 @@ def test_design_arm_that_cannot_be_built_is_listed(tmp_path: Path, monkeypatch: 
     payload = json.loads(lp.run(tmp_path / "out", data=f, retrievers="bm25", arms="oracle")[0].read_text())
     [row] = payload["design_rows"]
     assert row["retriever"] == "oracle" and row["unavailable"][0]["reason"].endswith("unavailable: test")
+def test_docs_page_is_rendered_from_the_committed_results() -> None:
+    from benchmarks import locomo_paper as lp
+    from benchmarks.common import RESULTS_DIR
+
+    payload = json.loads((RESULTS_DIR / "locomo-paper.json").read_text(encoding="utf-8"))
+    assert lp.DOCS_PAGE.read_text(encoding="utf-8") == lp.docs_page(payload), \
+        "docs/locomo-paper.md is stale: run python -m benchmarks.locomo_paper --docs"
+    assert (RESULTS_DIR / "locomo-paper.md").read_text(encoding="utf-8") == lp.markdown(payload).rstrip() + "\n"
+
+
