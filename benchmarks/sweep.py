@@ -74,7 +74,8 @@ CBR_METRICS = ("mean_accuracy", "final_accuracy", "bank_cases", "share_with_posi
                "share_copied_right_plan")
 """The metrics of a cbr-loop row, besides ``round_<r>`` for every round r."""
 LOCOMO_METRICS = ("evidence_recall", "all_evidence_rate", "stored_recall", "delivered_turns", "tokens_mean",
-                  "answer_present", "f1")
+                  "answer_present")
+"""The headline metrics of a locomo row (no ``f1``: a sweep cell runs no answering LM)."""
 
 _Count = Annotated[int, Field(strict=True, ge=1)]
 

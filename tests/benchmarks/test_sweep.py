@@ -172,6 +172,8 @@ def _cbr(size: str = "{rounds: 2, per_round: 4}", metric: str = "mean_accuracy",
     (LOC.format(conf="{arms: 'bm25,np-meen', k: [4, 8]}", a="np-mean@8"), "configs.0.arms", "unknown arm 'np-meen'"),
     (LOC.format(conf="{arms: bm25, k: [0]}", a="bm25@4"), "configs.0.k.0", "greater than or equal to 1"),
     (LOC.format(conf="{arms: bm25, k: 8}", a="bm25@4"), "configs.0.k", "valid list"),
+    (LOC.format(conf="{arms: bm25, k: [4]}", a="bm25@4").replace("metric: evidence_recall", "metric: f1"), "metric",
+     "unknown metric 'f1' for locomo"),
 ])
 def test_config_rejects_nonsense_in_one_line(tmp_path: Path, text: str, key: str, needle: str) -> None:
     bad = tmp_path / "bad.yaml"
