@@ -137,7 +137,11 @@ def corpus_section(data_dir: Path | None, *, quick: bool, seed: int, track: Call
                            "pass --data-dir or set $MEMSIM_AGENTFLY_DATA"}
     t0 = time.perf_counter()
     pairs = _read(data / "training_data.jsonl")
-    out: dict[str, Any] = {"data_dir": str(data), "truth_label": truth_label_constancy(pairs)}
+    from harness.datafetch import sha256_of
+
+    # which files, by content (a machine's folder path means nothing to a reader of the results)
+    out: dict[str, Any] = {"data_sha256": {f: sha256_of(data / f) for f in FILES},
+                           "truth_label": truth_label_constancy(pairs)}
     out["memorisation_baseline"] = {"row_split": memorisation_auc(pairs, grouped=False),
                                     "grouped_split": memorisation_auc(pairs, grouped=True)}
     out["np_top8"] = np_top8_label_mix(data, 5 if quick else 50, seed, 300 if quick else None)

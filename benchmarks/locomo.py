@@ -400,7 +400,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     agg = aggregate(results)
     payload = {
         "name": NAME,
-        "config": {"data": str(src), "conversations": [c.sample_id for c in chosen],
+        "config": {"data": src.name, "conversations": [c.sample_id for c in chosen],
                    "arms": [n if isinstance(n, str) else n.name for n in names],
                    "arm_classes": list(arm_classes or []),
                    "k": list(k_values), "quick": quick, "lm": lm, "seed": seed,
