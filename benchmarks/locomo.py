@@ -11,13 +11,17 @@ conversation (``harness.workloads.runner``), and writes:
 
 ``--quick`` runs one conversation (the first loaded, or each one named with ``--conversation``) cut to its first
 sessions and a few probes (about a minute per conversation). ``--arm-class package.module:Class`` adds an external
-arm behind the same protocol. The JSON records the wall time and peak memory against the full design run's levels
+arm behind the same protocol. One encoder cache serves the whole run (``runner.SharedEncoder``: an encoder call
+another arm already made is answered with its vectors, so results are identical and the mean, hybrid and NP
+mean-pooling arms do not pay twice for the same call; their times then exclude what another arm paid;
+``share_encoders=False`` turns it off; hits and misses are in the JSON's ``encoder_cache``). The JSON records the wall time and peak memory against the full design run's levels
 (``levels``). ``python -m benchmarks.locomo --docs`` renders ``docs/locomo.md`` from the committed JSON. The arms
 and the metrics are documented in their modules; nothing here depends on which conversations are loaded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -46,7 +50,7 @@ from harness.workloads.locomo import (
     select_conversations,
 )
 from harness.workloads.metrics import HEADLINE_CATEGORIES, RANKED_LEVELS, RANKED_METRICS, summarize
-from harness.workloads.runner import run_conversation
+from harness.workloads.runner import run_conversation, shared_encoders
 
 NAME = "locomo"
 EXAMPLE_CHARS = 700
@@ -348,12 +352,14 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
         conversations: list[str] | None = None, arms: str | None = None, k_values: tuple[int, ...] = (4, 8),
         lm: str | None = None, lm_base: str | None = None, track: Callable[..., Any] | None = None,
         echo: Callable[[str], None] | None = None, tmp_dir: Path | None = None,
-        fault_hook: Callable[[str], None] | None = None, arm_classes: list[str] | None = None) -> list[Path]:
+        fault_hook: Callable[[str], None] | None = None, arm_classes: list[str] | None = None,
+        share_encoders: bool = True) -> list[Path]:
     """Run the LoCoMo benchmark and write ``locomo.{json,md,png}`` (plus per-conversation files) to ``out_dir``.
 
     ``arm_classes`` are external arms (``package.module:Class``, see ``harness.workloads.arms.load_arm_class``)
     run beside ``arms``. With ``quick``, each conversation named in ``conversations`` runs cut short (without
-    names, the first loaded one)."""
+    names, the first loaded one). ``share_encoders`` gives the run one encoder cache shared by every arm
+    (``harness.workloads.runner.SharedEncoder``: identical vectors, each encoder call paid once)."""
     set_torch_threads(1)
     t_start = time.perf_counter()
     _check_out_dir(out_dir)
@@ -383,18 +389,21 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     paths: list[Path] = []
     results: list[dict[str, Any]] = []
     work_root = Path(tempfile.mkdtemp(prefix="memsim-locomo-", dir=tmp_dir))
+    cache_stats: dict[str, dict[str, int]] = {}
     try:
-        for conv in chosen:
-            others = tuple(c for c in loaded if c.sample_id != conv.sample_id)
-            res = run_conversation(conv, names, work_root, k_values=tuple(k_values), others=others, lm=lm,
-                                   quick=quick, seed=seed, track=track, answerer=answerer, echo=echo)
-            res["summary"] = summarize(res["records"], {row: info["ingest_ms_per_turn"]
-                                                        for info in res["arms"].values()
-                                                        if info["status"] == "ok" for row in info["rows"]})
-            p = conv_dir / f"{conv.sample_id}.json"
-            _write_atomic(p, res, fault_hook)
-            paths.append(p)
-            results.append(res)
+        with shared_encoders() if share_encoders else contextlib.nullcontext({}) as shared:
+            for conv in chosen:
+                others = tuple(c for c in loaded if c.sample_id != conv.sample_id)
+                res = run_conversation(conv, names, work_root, k_values=tuple(k_values), others=others, lm=lm,
+                                       quick=quick, seed=seed, track=track, answerer=answerer, echo=echo)
+                res["summary"] = summarize(res["records"], {row: info["ingest_ms_per_turn"]
+                                                            for info in res["arms"].values()
+                                                            if info["status"] == "ok" for row in info["rows"]})
+                p = conv_dir / f"{conv.sample_id}.json"
+                _write_atomic(p, res, fault_hook)
+                paths.append(p)
+                results.append(res)
+            cache_stats = {n: e.stats() for n, e in shared.items()}
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
     agg = aggregate(results)
@@ -403,12 +412,13 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
         "config": {"data": src.name, "conversations": [c.sample_id for c in chosen],
                    "arms": [n if isinstance(n, str) else n.name for n in names],
                    "arm_classes": list(arm_classes or []),
-                   "k": list(k_values), "quick": quick, "lm": lm, "seed": seed,
+                   "k": list(k_values), "quick": quick, "lm": lm, "seed": seed, "share_encoders": share_encoders,
                    "headline_categories": list(HEADLINE_CATEGORIES)},
         "conversations": [{k: res[k] for k in ("conversation", "n_turns", "n_sessions", "n_probes", "categories",
                                                "quirks", "arms", "summary")} for res in results],
         "aggregate": agg,
         "examples": results[0]["examples"] if results else {},
+        "encoder_cache": cache_stats,
         "peak_rss_mb": _peak_rss_mb(),
         "meta": {"machine": machine_description(), "seeds": {"seed": seed}, "quick": quick,
                  "wall_s": time.perf_counter() - t_start},

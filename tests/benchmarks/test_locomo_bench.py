@@ -217,3 +217,33 @@ def test_docs_page_is_rendered_from_the_committed_results() -> None:
     payload = json.loads((RESULTS_DIR / "locomo.json").read_text(encoding="utf-8"))
     assert DOCS_PAGE.read_text(encoding="utf-8") == docs_page(payload), \
         "docs/locomo.md is stale: run python -m benchmarks.locomo --docs"
+
+
+def test_shared_encoder_cache_changes_no_result(tmp_path: Path) -> None:
+    """One encoder cache per run, shared by mean, hybrid and NP mean pooling: every delivered text, ranking and
+    metric is identical with and without it; only the time differs, and the cache was really hit."""
+    from benchmarks import locomo as mod
+    from harness import embedding
+    from harness.workloads.runner import SharedEncoder
+
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([_tiny("conv-a")]))
+    for share in (False, True):
+        mod.run(tmp_path / f"out-{share}", data=data, arms="mean,hybrid,np-mean", k_values=(1, 2),
+                share_encoders=share)
+    assert not any(isinstance(e, SharedEncoder) for e in embedding._CACHE.values())  # plain encoders are back
+
+    def strip(path: Path) -> list[dict]:
+        recs = json.loads(path.read_text())["records"]
+        timing = ("latency_ms", "design_ms", "arm_design_ms", "harness_ms")
+        return [{k: (v if k != "meta" else {m: x for m, x in v.items() if "ms" not in m})
+                 for k, v in r.items() if k not in timing} for r in recs]
+
+    plain = strip(tmp_path / "out-False" / "locomo" / "conv-a.json")
+    shared = strip(tmp_path / "out-True" / "locomo" / "conv-a.json")
+    assert plain == shared and len(plain) == 2 * 2 * 3
+    stats = json.loads((tmp_path / "out-True" / "locomo.json").read_text())["encoder_cache"]["minilm-mean"]
+    # served from another arm: hybrid's index (mean's call) and both questions for hybrid and for NP; NP's own
+    # repeat of its bank texts (the faithful-recompute timing) is not served, so that timing still pays
+    assert stats["hits"] == 1 + 2 + 2 and stats["misses"] >= 4
+    assert json.loads((tmp_path / "out-False" / "locomo.json").read_text())["encoder_cache"] == {}
