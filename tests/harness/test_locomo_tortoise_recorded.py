@@ -114,3 +114,36 @@ def test_shipped_conversations_map_every_fact():
         assert facts.facts == len(conv.observations)
         assert len(facts.recorded.sessions) == len(conv.sessions)
         assert all(facts.provenance.values()) or facts.facts_unsourced
+
+
+@pytest.fixture
+def claim_slice(monkeypatch):
+    """XD-14/XD-15 on a shorter slice of the claim conversation (the ledger runs the documented slice)."""
+    from harness.claims import cross_recorded
+
+    if find_locomo_path() is None:
+        pytest.skip("LoCoMo data not found")
+    monkeypatch.setattr(cross_recorded, "SLICE_SESSIONS", 3)
+    cross_recorded._observe.cache_clear()
+    yield cross_recorded
+    cross_recorded._observe.cache_clear()
+
+
+def _verdicts():
+    from harness.claims import all_claims, cross_recorded
+    from harness.ledger import run_claim
+
+    cross_recorded._observe.cache_clear()  # one fresh run per call, shared by both claims
+    return {c.id: run_claim(c).verdict for c in all_claims(ids=["XD-14", "XD-15"])}
+
+
+def test_recorded_claims_hold_and_turn_refuted_when_the_mechanism_breaks(claim_slice, monkeypatch):
+    import tortoise_sim.why as why
+
+    assert _verdicts() == {"XD-14": "holds", "XD-15": "holds"}
+    # facts credit nothing (as if provenance were dropped) -> XD-14 refuted
+    monkeypatch.setattr(TortoiseRecordedArm, "_fact_ids", lambda self, pids: frozenset())
+    # every point reads as confident (as if capture calibrated facts) -> the faithful gate lets facts through
+    real = why.ep_view
+    monkeypatch.setattr(why, "ep_view", lambda row: {**real(row), "confidence_mean": 0.9})
+    assert _verdicts() == {"XD-14": "refuted", "XD-15": "refuted"}
