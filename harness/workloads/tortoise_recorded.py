@@ -15,8 +15,8 @@ Mapping, one session's payload:
   date-time text (what a transcript's timestamp gives an extractor; stored, not shown by search or the block).
 - **source**: the schema has one source turn per point, so a fact is sourced to its *first tagged turn*:
   ``source_turn_id`` = that turn's index in the session window, ``source_ref = "turn:<index>"``. A tagged id that
-  names no turn is skipped; when no tagged turn lies in this session (none does in the four shipped
-  conversations), the fact gets no source turn and is counted in ``facts_unsourced``. No ``quote`` (the record has
+  names no turn is skipped; when no tagged turn lies in this session (LoCoMo tags a fact with turns of its own
+  session, so this is the exception), the fact gets no source turn and is counted in ``facts_unsourced``. No ``quote`` (the record has
   none).
 - **entities**: both speakers as ``core:person``. **No operators, events or supersessions**: the record has none,
   and none are invented.
