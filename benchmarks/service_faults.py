@@ -317,7 +317,8 @@ def stress(work: Path, *, good: int, hostile: int, time_limit_s: float, embedder
                     "over_hook_timeout": sum(x > hook_timeout for x in v)} for k, v in latencies.items()}
     all_good = [x for v in latencies.values() for x in v]
     return {
-        "embedder": embedder, "clients": n_threads, "time_limit_s": time_limit_s, "wall_s": round(wall, 1),
+        "embedder": embedder, "clients": n_threads, "retrieval_questions": len(RETRIEVAL),
+        "stored_decisions": len(FACTS), "time_limit_s": time_limit_s, "wall_s": round(wall, 1),
         "service_start_s": round(start_s, 1), "read_deadline_s": READ_DEADLINE_S,
         "hook_timeout_s": hook_timeout, "max_request_bytes": MAX_MESSAGE,
         "requests_planned": {"good": sum(s == "good" for s, _ in jobs), "hostile": sum(s == "hostile" for s, _ in jobs)},
@@ -423,7 +424,10 @@ def render(p: dict[str, Any]) -> str:
         f"{s['acknowledged_captures']}, lost: **{s['lost_acknowledged_captures']}**. Errors of good requests: "
         f"{good_err}.",
         f"Latency of the good requests (ms; a request over the hook's default {s['hook_timeout_s']:g} s timeout "
-        "would have printed nothing in a real hook):",
+        f"would have printed nothing in a real hook). Retrieval requests cycle through "
+        f"{s.get('retrieval_questions', len(RETRIEVAL))} questions over {s.get('stored_decisions', len(FACTS))} "
+        "stored decisions, so after the first of each the service answers from its warm "
+        "caches; captures are writes (the service refreshes its caches before it answers them):",
         md_table(["request", "n", "p50", "p95", "max", f"over {s['hook_timeout_s']:g} s"], lat, floatfmt=".1f"),
         f"What the hostile clients got back (the service reads each request under a {s['read_deadline_s']:g} s "
         f"deadline and refuses frames over {s['max_request_bytes']} bytes):",
@@ -435,3 +439,20 @@ def render(p: dict[str, Any]) -> str:
         "## In-memory store capacity",
         f"Capturing {c['sessions']} small sessions into `Tortoise(None)` in a child process: {cap}.",
     ])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m benchmarks.service_faults --render DIR``: rewrite ``DIR/service-faults.md`` from its JSON."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.service_faults")
+    ap.add_argument("--render", type=Path, required=True, help="folder holding service-faults.json")
+    a = ap.parse_args(argv)
+    payload = json.loads((a.render / f"{NAME}.json").read_text(encoding="utf-8"))
+    md = a.render / f"{NAME}.md"
+    md.write_text(render(payload).rstrip() + "\n", encoding="utf-8")
+    print(f"wrote {md}")
+
+
+if __name__ == "__main__":
+    main()
