@@ -116,7 +116,8 @@ def ep_section(n_factors: int, seed: int, repeat: int) -> dict[str, Any]:
 
     fg = factor_graph(n_factors, seed)
     threads = ep_fused.EIG_THREADS
-    variants = {"batched": ("batched", threads), "fused": ("fused", threads), "fused_1thread": ("fused", 1)}
+    other = 2 if threads == 1 else 1
+    variants = {"batched": ("batched", threads), "fused": ("fused", threads), "fused_other": ("fused", other)}
     times: dict[str, list[float]] = {k: [] for k in variants}
     results: dict[str, Any] = {}
     try:
@@ -144,11 +145,12 @@ def ep_section(n_factors: int, seed: int, repeat: int) -> dict[str, Any]:
     breakdown["rest (cavities, memo, messages, beliefs)"] = total - sum(split.t.values())
     med = {k: float(np.median(v)) for k, v in times.items()}
     return {"factors": len(fg.factors), "variables": len(fg.claims), "repeat": repeat, "eig_threads": threads,
-            "batched_s": times["batched"], "fused_s": times["fused"], "fused_1thread_s": times["fused_1thread"],
-            "batched_median_s": med["batched"], "fused_median_s": med["fused"],
-            "fused_1thread_median_s": med["fused_1thread"], "ratio": med["batched"] / med["fused"],
+            "batched_s": times["batched"], "fused_s": times["fused"], "other_threads": other,
+            "fused_other_threads_s": times["fused_other"], "batched_median_s": med["batched"],
+            "fused_median_s": med["fused"], "fused_other_threads_median_s": med["fused_other"],
+            "ratio": med["batched"] / med["fused"],
             "iterations": [before.iterations, after.iterations], "converged": [before.converged, after.converged],
-            "bit_identical": identical(before, after) and identical(before, results["fused_1thread"]),
+            "bit_identical": identical(before, after) and identical(before, results["fused_other"]),
             "instrumented_s": total, "breakdown_s": breakdown}
 
 
@@ -229,9 +231,10 @@ def render(payload: dict[str, Any]) -> str:
         [f"run_ep (`batched` -> `fused`, {ep['eig_threads']} eigenvalue thread(s)), median of {ep['repeat']}",
          f"{ep['factors']:,} factors", ep["batched_median_s"], ep["fused_median_s"], f"{ep['ratio']:.2f}x",
          f"{ep['bit_identical']} (iterations {ep['iterations'][0]} / {ep['iterations'][1]})"],
-        [f"run_ep (`batched` -> `fused`, 1 eigenvalue thread), median of {ep['repeat']}", f"{ep['factors']:,} factors",
-         ep["batched_median_s"], ep["fused_1thread_median_s"],
-         f"{ep['batched_median_s'] / ep['fused_1thread_median_s']:.2f}x", f"{ep['bit_identical']}"],
+        [f"run_ep (`batched` -> `fused`, {ep['other_threads']} eigenvalue thread(s), the `EIG_THREADS` option), "
+         f"median of {ep['repeat']}", f"{ep['factors']:,} factors", ep["batched_median_s"],
+         ep["fused_other_threads_median_s"], f"{ep['batched_median_s'] / ep['fused_other_threads_median_s']:.2f}x",
+         f"{ep['bit_identical']}"],
         [f"dream pass (`batched`+`unwind` -> `fused`+`bulk`), median of {dm['repeat']}", f"{dm['factors']:,} factors",
          dm["median"]["before"]["wall_s"], dm["median"]["after"]["wall_s"], f"{dm['ratio']:.2f}x",
          f"points {dm['same_points']}, edges {dm['same_edges']}, feed {dm['same_feed']}"],

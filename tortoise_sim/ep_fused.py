@@ -44,8 +44,9 @@ from .ep import (
     z_floor,
 )
 
-_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-EIG_THREADS = min(2, _CPUS)  # threads for the LAPACK eigenvalue calls (1 = the calling thread only)
+# Threads for the LAPACK eigenvalue calls: 1 = the calling thread only (default). 2 overlaps the calls of two
+# threads where a core is free; on the shared 2-core benchmark machine it measured no faster, so it is an option.
+EIG_THREADS = 1
 EIG_THREAD_MIN_ROWS = 256  # fewer rules than this are solved in the calling thread
 _pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool): a forked child makes its own
 
