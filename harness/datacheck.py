@@ -375,7 +375,7 @@ def check_locomo(path: Path) -> list[FileReport]:
             obj = json.loads(f.read_text(encoding="utf-8"))
             convs = _conversations(obj)
         except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
-            rep.errors.append(f"{type(exc).__name__}: {exc}")
+            rep.errors.append(f"not loadable as JSON text: {exc}")
             reports.append(rep)
             continue
         rep.facts["layout"] = "list (locomo10.json)" if isinstance(obj, list) else "one conversation per file"
@@ -427,7 +427,8 @@ def _through_loader(path: Path, rep: FileReport) -> None:
     try:
         convs = load_locomo(path)
     except Exception as exc:  # noqa: BLE001 - any loader failure makes the file unusable for memsim
-        rep.errors.append(f"load_locomo failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        rep.errors.append(f"the LoCoMo loader refused it: {first}")
         return
     convs = list(convs) if not hasattr(convs, "sessions") else [convs]
     turns = sum(len(c.turns()) for c in convs)

@@ -251,7 +251,7 @@ class _Handler(socketserver.BaseRequestHandler):
             self._send(svc.handle_raw(line))
         except Exception as exc:  # noqa: BLE001 - one connection's failure never ends the service
             svc.note_error()
-            self._send(svc._err("ServiceError", f"request failed ({type(exc).__name__}: {exc})"))
+            self._send(svc._err("ServiceError", f"request failed: {exc or '(no message)'} ({type(exc).__name__})"))
         finally:
             svc.slots.release()
 

@@ -119,7 +119,7 @@ def test_locomo_unusable_inputs(tmp_path: Path) -> None:
     del noqa["qa"]
     (tmp_path / "noqa.json").write_text(json.dumps(noqa), encoding="utf-8")
     reps = _by_name(check_locomo(tmp_path))
-    assert "JSONDecodeError" in reps["bad.json"].errors[0]
+    assert reps["bad.json"].errors[0].startswith("not loadable as JSON text: Expecting property name")
     assert "neither LoCoMo layout" in reps["wrong.json"].errors[0]
     assert "no 'qa' list" in reps["noqa.json"].errors[0]
     assert not check_locomo(tmp_path / "absent.json")[0].usable
