@@ -280,7 +280,6 @@ def tables(payload: dict[str, Any]) -> list[str]:
     the documentation page."""
     pub = payload["published"]
     rows = _row_order(payload["rows"])
-    names = payload["config"]["retrievers"]
     ncv = len(payload["conversations_used"])
     out = [f"### memsim: the protocol over {ncv} conversation(s) ({', '.join(payload['conversations_used'])})", "",
            "Recall in % of all questions of the category (questions without evidence count as zero); tokens = "
@@ -299,14 +298,8 @@ def tables(payload: dict[str, Any]) -> list[str]:
             md_table(["unit", "k", *[f"{c} {CATEGORY_NAMES[c]}" for c in CATEGORIES], "overall", "note"],
                      [[r["unit"], r["k"], *_recall_cells(r), _published_note(r, pub["questions_per_category"])]
                       for r in prow]), ""]
-    by = {(r["retriever"], r["unit"], r["k"]): r for r in rows}
-    side = []
-    for p in prow:
-        side.append([p["unit"], p["k"], _pct(p["recall"]["overall"]),
-                     *[_pct((by.get((n, p["unit"], p["k"])) or {}).get("recall", {}).get("overall")) for n in names]])
     out += ["### Overall recall side by side (published beside memsim; different retriever and conversations)", "",
-            md_table(["unit", "k", "published (DRAGON+, 10 conversations)", *[f"memsim {n} ({ncv} conv.)"
-                                                                                for n in names]], side), ""]
+            side_by_side(payload), ""]
     design = payload.get("design_rows") or []
     if design:
         out += ["### Design rows (each design at its own K, outside the k grid)", "",
@@ -321,6 +314,36 @@ def tables(payload: dict[str, Any]) -> list[str]:
             out += ["Design rows not measured on some conversations:", "",
                     md_table(["row", "conversation", "reason"], bad), ""]
     return out
+
+
+def side_by_side(payload: dict[str, Any]) -> str:
+    """Overall recall per unit and k: the published row beside each memsim retriever's (rendered from the JSON)."""
+    rows = _row_order(payload["rows"])
+    names = payload["config"]["retrievers"]
+    ncv = len(payload["conversations_used"])
+    by = {(r["retriever"], r["unit"], r["k"]): r for r in rows}
+    side = []
+    for p in _row_order(payload["published"]["rows"]):
+        side.append([p["unit"], p["k"], _pct(p["recall"]["overall"]),
+                     *[_pct((by.get((n, p["unit"], p["k"])) or {}).get("recall", {}).get("overall")) for n in names]])
+    return md_table(["unit", "k", "published (DRAGON+, 10 conversations)",
+                     *[f"memsim {n} ({ncv} conv.)" for n in names]], side)
+
+
+def readme_section(payload: dict[str, Any]) -> str:
+    """The README's short paper-protocol subsection: what it is, the side-by-side table, where the rest is."""
+    pub = payload["published"]
+    ncv = len(payload["conversations_used"])
+    return "\n".join([
+        "#### The LoCoMo paper's retrieval protocol", "",
+        f"`memsim bench locomo --protocol locomo-paper` reproduces the retrieval-recall protocol of the LoCoMo paper "
+        f"(dialog turns, recorded observations and session summaries as units; evidence strings matched exactly as "
+        f"LoCoMo's code does) with memsim's retrievers ({', '.join(payload['config']['retrievers'])}) over {ncv} "
+        f"conversation(s), beside the published rows (retriever {pub['retriever']}, {pub['conversations']}; not "
+        f"measured here). Overall recall in %:", "",
+        side_by_side(payload), "",
+        "Per-category tables, every design at its own K on the same recall function, and the evidence quirks: "
+        "[docs/locomo-paper.md](docs/locomo-paper.md).", ""])
 
 
 def _data_section(payload: dict[str, Any]) -> list[str]:
