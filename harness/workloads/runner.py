@@ -54,7 +54,8 @@ def _no_track(it: Iterable[Any], description: str = "", total: int | None = None
 
 
 def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
+    msg = " ".join(str(exc).split())
+    return (f"{msg} ({type(exc).__name__})" if msg else type(exc).__name__)[:500]
 
 
 def _example(probe: Probe, d: Delivery) -> dict[str, Any]:
