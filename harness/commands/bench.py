@@ -12,10 +12,11 @@ from harness.commands import check_output_dir, describe_error, fail
 
 app = typer.Typer(help="Benchmarks measured side by side in one run. Each writes <name>.{json,md,png} to --out "
                        "(default ./memsim-results/bench, or $MEMSIM_RESULTS_DIR/bench); the committed results "
-                       "change only when --out names benchmarks/results. Three helpers run as scripts: python -m "
+                       "change only when --out names benchmarks/results. Four helpers run as scripts: python -m "
                        "benchmarks.cost_tortoise [DIR] re-measures the Tortoise rows of a cost.json, python -m "
                        "benchmarks.serve_breakdown STORE shows where the hook service's memory and time go, python "
-                       "-m benchmarks.report rebuilds benchmarks/RESULTS.md from the committed results.",
+                       "-m benchmarks.report rebuilds benchmarks/RESULTS.md from the committed results, python -m "
+                       "benchmarks.readme_blocks re-renders the README's generated blocks from them.",
                   no_args_is_help=True)
 console = Console(highlight=False)
 
@@ -304,6 +305,24 @@ def ep_scaling(
     """Time per Tortoise dream pass and EP iterations to converge on generated graphs of 100, 1,000 and 10,000
     factors (quick: 100 and 1,000) on an on-disk Kuzu store. Writes ep_scaling.{json,md,png}."""
     from benchmarks import ep_scaling as mod
+
+    def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
+        return mod.main(["--out", str(out_dir), "--seed", str(seed), *(["--quick"] if quick else [])])
+
+    _run(go, out, quick, progress, seed=seed)
+
+
+@app.command("ep-engine")
+def ep_engine(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    progress: ProgressOpt = True,
+) -> None:
+    """The EP engines side by side in one run: run_ep on the 2,000-factor ep_scaling graph and a 10,000-factor dream
+    pass (quick: 300 and 1,000), each engine and store-I/O option timed and checked bit for bit against the previous
+    one. Writes ep-engine.{json,md}."""
+    from benchmarks import ep_engine as mod
 
     def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
         return mod.main(["--out", str(out_dir), "--seed", str(seed), *(["--quick"] if quick else [])])

@@ -160,9 +160,10 @@ def test_read_commands_create_no_store_and_no_memsim_folder(tmp_path, monkeypatc
             one_line_error(r, "no Tortoise store")
     r = run("tortoise", "volunteer", cwd=tmp_path, input="what did we decide about kuzu?")
     one_line_error(r, "no Tortoise store")
-    for hook in (["hook-volunteer"], ["hook-session-start"]):
+    for hook, expected in ((["hook-volunteer"], ""),
+                           (["hook-session-start"], "No prior memory is stored for this workspace yet.\n")):
         r = run("tortoise", *hook, cwd=tmp_path, input='{"prompt": "what did we decide about kuzu?"}')
-        assert r.exit_code == 0 and r.stdout == ""
+        assert r.exit_code == 0 and r.stdout == expected
     assert list(tmp_path.iterdir()) == []
 
 

@@ -83,7 +83,9 @@ def test_fuzz_writes_to_its_run_folder(clone):
 # every bench command, with its benchmark module's run() replaced by one that records where it was told to write
 BENCHES = {"selectors": ("selectors", []), "cbr-loop": ("cbr_loop", []), "cost": ("cost", []),
            "locomo": ("locomo", ["--data", "locomo10.json"]), "serve": ("serve", []), "engines": ("engines", []),
-           "sweep": ("sweep", ["any.yaml"]), "redaction": ("redaction", []), "ep-scaling": ("ep_scaling", [])}
+           "sweep": ("sweep", ["any.yaml"]), "redaction": ("redaction", []), "ep-scaling": ("ep_scaling", []),
+           "service-faults": ("service_faults", []), "ep-engine": ("ep_engine", [])}
+MAIN_ARGV = ("ep-scaling", "ep-engine")  # these call the script's main(argv), which parses --out
 
 
 def test_every_bench_command_is_covered_here():
@@ -101,14 +103,14 @@ def test_every_bench_defaults_to_the_run_folder(clone, monkeypatch, bench, quick
 
     def fake_run(*a, **kw):
         out_dir = a[1] if bench == "sweep" else a[0]
-        if bench == "ep-scaling":  # its main(argv) parses --out
+        if bench in MAIN_ARGV:
             out_dir = a[0][a[0].index("--out") + 1]
         seen.append(Path(out_dir))
         p = Path(out_dir) / f"{bench}.json"
         p.write_text("{}\n", encoding="utf-8")
         return [p]
 
-    monkeypatch.setattr(mod, "main" if bench == "ep-scaling" else "run", fake_run)
+    monkeypatch.setattr(mod, "main" if bench in MAIN_ARGV else "run", fake_run)
     (clone / "locomo10.json").write_text("[]\n", encoding="utf-8")  # locomo checks its data exists before the work
     flags = ["--quick"] if quick and bench != "sweep" else []
     res = runner.invoke(app, ["bench", bench, *args, *flags, "--no-progress"])
