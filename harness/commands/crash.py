@@ -79,8 +79,9 @@ def crash(
     kills = []
     if kill:
         from harness.crash_kill import KILL_PLANS, kill_run
+        from harness.crash_kill_service import SERVICE_KILL_PLANS
 
-        for plan in KILL_PLANS:
+        for plan in [*KILL_PLANS, *SERVICE_KILL_PLANS]:
             if (design is None or plan.sequence.startswith(design + ".")) and plan.mode in modes:
                 console.print(f"kill: {plan.sequence} ({plan.mode}) at {plan.label()}")
                 kills.append(kill_run(plan))
