@@ -32,7 +32,7 @@ from harness.workloads.locomo import Conversation, find_locomo_path, load_locomo
 from harness.workloads.metrics import summarize
 
 D = "cross"
-REC = "LoCoMo cross-design workload (issue 10)"
+REC = "LoCoMo cross-design workload"
 SLICE_SESSIONS = 8
 CLAIM_CONVERSATION = "conv-30"
 """The conversation every XD claim runs on (a short one, so the claims stay quick)."""
