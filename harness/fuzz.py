@@ -471,8 +471,12 @@ _DATASET_SEED = b'{"question": "q1", "ground_truth": "a"}\n{"question": "q2", "g
 _HOOK_SEED = json.dumps({"session_id": "s1", "prompt": "What did we decide about Kuzu?",
                          "turns": [{"role": "user", "content": "decision: use Kuzu"},
                                    {"role": "assistant", "content": "ok"}]}).encode()
-_SPOOL_META_SEED = json.dumps({"session_id": "s1", "harness": "claude", "turn_count": 2,
-                               "content_digest": "0" * 64}, indent=2).encode()
+# The meta as ``Spool`` writes it (its real keys, so generated inputs mutate what a flush reads).
+_SPOOL_META_SEED = json.dumps({"version": 1, "session_id": "s1", "harness": "claude", "source": "hook",
+                               "machine_id": "m1", "created_at": "2026-01-01T00:00:00Z",
+                               "updated_at": "2026-01-01T00:00:00Z", "turns_count": 2,
+                               "content_digest": "0" * 64, "capture_key": "k1", "attempts": 0,
+                               "next_attempt_at_ms": 0, "lane": "pending"}, indent=2).encode()
 _SPOOL_TURNS_SEED = b'{"role": "user", "content": "decision: keep"}\n{"role": "assistant", "content": "ok"}\n'
 _CAPTURE_SEED = json.dumps([{"role": "user", "content": "decision: use Kuzu"},
                             {"role": "assistant", "content": "ok"}]).encode()
@@ -515,7 +519,8 @@ def targets() -> dict[str, Target]:
                _hook_session_end, _HOOK_SEED, ("session_id", "turns", "transcript_path", "role", "content"), False,
                "exit 0 and nothing printed; spool files complete"),
         Target("tortoise-spool-meta", "tortoise_sim.spool.Spool.flush_spool (meta file)", _spool_files("meta"),
-               _SPOOL_META_SEED, ("session_id", "turn_count", "lane", "attempts", "filed_key", "capture_key"), False,
+               _SPOOL_META_SEED, ("session_id", "turns_count", "lane", "attempts", "next_attempt_at_ms", "filed_key",
+                                 "capture_key", "version"), False,
                "corrupt meta: entry discarded with a ledger line (spec 10.1 item 9) = skipped"),
         Target("tortoise-spool-turns", "tortoise_sim.spool.Spool.flush_spool (turn log)", _spool_files("turns"),
                _SPOOL_TURNS_SEED, ("role", "content"), True,

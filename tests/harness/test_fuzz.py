@@ -93,7 +93,7 @@ def test_spool_meta_with_an_infinite_count_is_an_outcome_and_a_torn_meta_is_a_pa
     from tortoise_sim.spool import Spool, entry_key
 
     meta = targets()["tortoise-spool-meta"]
-    data = meta.seed_doc.replace(b'"turn_count": 2', b'"turn_count": 1e9999992')
+    data = meta.seed_doc.replace(b'"turns_count": 2', b'"turns_count": 1e9999992')
     assert b"1e9999992" in data
     assert run_one(meta, FuzzInput("inserted", data))[0] in ("accepted", "skipped", "rejected")
     root = tmp_path / "spool"
