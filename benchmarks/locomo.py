@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import resource
 import shutil
 import tempfile
@@ -39,6 +38,7 @@ from benchmarks.common import (
     md_table,
     meta_block,
     set_torch_threads,
+    write_atomic,
     write_results,
 )
 from harness.workloads.arms import SPECS, ArmSpec, load_arm_class, parse_arms
@@ -99,19 +99,8 @@ def quick_slice(conv: Conversation) -> Conversation:
 
 
 def _write_atomic(path: Path, payload: dict[str, Any], fault_hook: Callable[[str], None] | None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(_jsonable(payload), fh, ensure_ascii=False)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)
-        if fault_hook:
-            fault_hook("locomo.conversation.write")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    data = (json.dumps(_jsonable(payload), ensure_ascii=False) + "\n").encode("utf-8")
+    write_atomic(path, data, fault_hook, "locomo.conversation.write")
 
 
 def meta_means(records: list[dict[str, Any]]) -> dict[str, float]:

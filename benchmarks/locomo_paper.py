@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -40,6 +39,7 @@ from benchmarks.common import (
     md_table,
     meta_block,
     set_torch_threads,
+    write_atomic,
 )
 from harness.workloads.base import Delivery
 from harness.workloads.locomo import (
@@ -88,18 +88,7 @@ def parse_arm_option(spec: str | None) -> list[str]:
 
 
 def _write_atomic(path: Path, data: bytes, fault_hook: Callable[[str], None] | None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        if fault_hook:
-            fault_hook("locomo-paper.write")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data, fault_hook, "locomo-paper.write")
 
 
 def _design_rows(chosen: list[Conversation], loaded: list[Conversation], names: list[str], k_values: tuple[int, ...],

@@ -11,6 +11,7 @@ imports every module of the package on first use.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import pkgutil
@@ -146,6 +147,20 @@ def claim(id: str, *, design: str, record: str, statement: str, kind: Kind) -> C
             raise ValueError(f"claim {id} registered twice ({_REGISTRY[id].source} and {fn.__module__})")
         _REGISTRY[id] = Claim(id=id, design=design, record=record, statement=statement, kind=kind, demonstrate=fn)
         return fn
+
+    return register
+
+
+def guarded_claim(id: str, *, design: str, record: str, statement: str, kind: Kind,
+                  skip_reason: Callable[[], Observation | None]) -> Callable[[Demonstrate], Demonstrate]:
+    """Register a claim that needs something that may be absent (a data set): ``skip_reason()`` returns the
+    skipped ``Observation`` saying why, or ``None`` when the demonstration can run."""
+    def register(fn: Demonstrate) -> Demonstrate:
+        @functools.wraps(fn)
+        def demonstrate(ctx: ClaimContext) -> Observation:
+            return skip_reason() or fn(ctx)
+
+        return claim(id, design=design, record=record, statement=statement, kind=kind)(demonstrate)
 
     return register
 

@@ -21,13 +21,13 @@ import atexit
 import shutil
 import tempfile
 from collections.abc import Callable
-from functools import lru_cache, wraps
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.claims import ClaimContext, Demonstrate, Observation, claim
+from harness.claims import ClaimContext, Demonstrate, Observation, guarded_claim
 from harness.workloads.locomo import Conversation, find_locomo_path, load_locomo
 from harness.workloads.metrics import summarize
 
@@ -71,14 +71,8 @@ def _root() -> Path:
 
 def _xd(id: str, statement: str) -> Callable[[Demonstrate], Demonstrate]:
     """Register a cross-design consequence claim; without a LoCoMo conversation it is skipped with the reason."""
-    def register(fn: Demonstrate) -> Demonstrate:
-        @wraps(fn)
-        def demonstrate(ctx: ClaimContext) -> Observation:
-            return _skip() if _conversation() is None else fn(ctx)
-
-        return claim(id, design=D, record=REC, kind="consequence", statement=statement)(demonstrate)
-
-    return register
+    return guarded_claim(id, design=D, record=REC, kind="consequence", statement=statement,
+                         skip_reason=lambda: _skip() if _conversation() is None else None)
 
 
 def _sliced(conv: Conversation, sessions: int | None) -> Conversation:

@@ -12,10 +12,10 @@ compared.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache, wraps
+from functools import lru_cache
 from pathlib import Path
 
-from harness.claims import ClaimContext, Demonstrate, Observation, claim
+from harness.claims import ClaimContext, Demonstrate, Observation, guarded_claim
 from harness.workloads.locomo import Conversation, find_locomo_path, load_locomo
 
 D = "cross"
@@ -45,14 +45,8 @@ def _skip() -> Observation:
 
 def _xd(id: str, statement: str) -> Callable[[Demonstrate], Demonstrate]:
     """Register a paper-protocol claim; without the named conversation it is skipped with the reason."""
-    def register(fn: Demonstrate) -> Demonstrate:
-        @wraps(fn)
-        def demonstrate(ctx: ClaimContext) -> Observation:
-            return _skip() if _conversation() is None else fn(ctx)
-
-        return claim(id, design=D, record=REC, kind="consequence", statement=statement)(demonstrate)
-
-    return register
+    return guarded_claim(id, design=D, record=REC, kind="consequence", statement=statement,
+                         skip_reason=lambda: _skip() if _conversation() is None else None)
 
 
 def _r(x: float | None) -> float | None:

@@ -17,11 +17,11 @@ import atexit
 import shutil
 import tempfile
 import time
-from functools import lru_cache, wraps
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness.claims import ClaimContext, Demonstrate, Observation, claim
+from harness.claims import ClaimContext, Observation, guarded_claim
 from harness.claims.cross import _conversation, _skip
 from harness.workloads.metrics import probe_record, summarize
 
@@ -51,14 +51,8 @@ def _unavailable() -> Observation | None:
 
 
 def _xdr(id: str, statement: str) -> Any:
-    def register(fn: Demonstrate) -> Demonstrate:
-        @wraps(fn)
-        def demonstrate(ctx: ClaimContext) -> Observation:
-            return _unavailable() or fn(ctx)
-
-        return claim(id, design=D, record=REC, kind="consequence", statement=statement)(demonstrate)
-
-    return register
+    return guarded_claim(id, design=D, record=REC, kind="consequence", statement=statement,
+                         skip_reason=_unavailable)
 
 
 @lru_cache(maxsize=1)
