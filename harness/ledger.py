@@ -238,7 +238,7 @@ _HTML_HEAD = """<!doctype html><html lang="en"><head><meta charset="utf-8"><titl
 <style>
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}
 table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}
-th{background:#f3f3f3}table.sortable th{cursor:pointer;user-select:none;white-space:nowrap}#claims td:first-child{white-space:nowrap}
+th{background:#f3f3f3}table.sortable th{cursor:pointer;user-select:none;white-space:nowrap}#claims>tbody>tr>td:first-child{white-space:nowrap}
 table.sortable th:hover{background:#e6e6e6}th .dir{color:#245;font-size:small;margin-left:4px}
 .holds{background:#e6f6e6}.refuted{background:#fdf1d8}.error{background:#f9d6d6}.skipped{background:#ececec}
 pre{white-space:pre-wrap;max-height:30em;overflow:auto;background:#fafafa;padding:6px;margin:4px 0}
@@ -248,6 +248,10 @@ background:#f6f8fa;border:1px solid #ddd}.filters label{font-size:small}.filters
 table.eo{width:auto;margin:4px 0;font-size:small}table.eo td,table.eo th{padding:2px 6px;border-color:#ddd}
 table.eo td.bad{background:#f9d6d6}table.eo code{white-space:pre-wrap}
 .links{font-size:small;color:#777}.links a{color:#245}
+*{box-sizing:border-box}#claims{table-layout:fixed}#claims td,#claims th{overflow-wrap:break-word}
+#claims th:nth-child(1){width:6.5em}#claims th:nth-child(2){width:6.5em}#claims th:nth-child(3){width:12em}
+#claims th:nth-child(4){width:9em}#claims th:nth-child(5){width:6.5em}#claims th:nth-child(6){width:6em}
+table.eo{width:100%}table.eo td:first-child{width:50%}pre,code{overflow-wrap:anywhere}
 </style></head><body>"""
 
 _HTML_SCRIPT = """<script>
