@@ -22,6 +22,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.special import beta as beta_fn
@@ -569,6 +570,35 @@ def gauss_jacobi_batch(alpha: np.ndarray, beta: np.ndarray, n: int = N_QUAD,
     return xs, ws
 
 
+def _batched_state(fg: FactorGraph, factors: list[Factor], cidx: Mapping[str, int],
+                   slot_keys: list[tuple[str, str]], claim_ids: list[str]) -> tuple[Any, ...]:
+    """The arrays the batched and fused engines start from: factor inputs (padded) for censoring with their
+    last-seen buffers, the affected (non-boundary) claims with their prior + stale base, the incoming slots of
+    affected claims in slot (= reference incoming) order, and the floored initial beliefs."""
+    max_n = max((len(f.inputs) for f in factors), default=0)
+    f_in = np.zeros((len(factors), max_n), dtype=np.int64)
+    f_in_mask = np.zeros((len(factors), max_n), dtype=bool)
+    for fi, f in enumerate(factors):
+        f_in[fi, :len(f.inputs)] = [cidx[c] for c in f.inputs]
+        f_in_mask[fi, :len(f.inputs)] = True
+    last_seen = np.zeros((len(factors), max_n, 2))
+    seen = np.zeros(len(factors), dtype=bool)
+    affected = sorted(c for c, cl in fg.claims.items() if not cl.boundary)
+    aidx = np.array([cidx[c] for c in affected], dtype=np.int64)
+    a_pos = {c: i for i, c in enumerate(affected)}
+    base = np.zeros((len(affected), 2))
+    for i, c in enumerate(affected):
+        cl = fg.claims[c]
+        pr = (cl.prior[0] - 1.0, cl.prior[1] - 1.0) if cl.prior else (0.0, 0.0)
+        st = tuple(fg.stale.get(c, (0.0, 0.0)))
+        base[i] = (pr[0] + st[0], pr[1] + st[1])
+    inc_slots = np.array([i for i, (_, c) in enumerate(slot_keys) if c in a_pos], dtype=np.int64)
+    inc_claim = np.array([a_pos[slot_keys[i][1]] for i in inc_slots], dtype=np.int64)
+    q = np.array([(max(float(cl.init[0]), BETA_FLOOR), max(float(cl.init[1]), BETA_FLOOR))
+                  for cl in fg.claims.values()], dtype=float).reshape(len(claim_ids), 2)
+    return f_in, f_in_mask, last_seen, seen, affected, aidx, base, inc_slots, inc_claim, q
+
+
 def _run_ep_batched(fg: FactorGraph, *, damping: float, n_quad: int, max_iter: int, tol: float, warm_start: bool,
                     gamma: float, impl_boost: bool) -> EPResult:
     """The reference iteration (see `run_ep`) on index arrays: every step is element-wise in the same operation
@@ -625,30 +655,8 @@ def _run_ep_batched(fg: FactorGraph, *, damping: float, n_quad: int, max_iter: i
     receives[ptslot] = True
     bid_pairs = f_bidir[pf]
     receives[psslot[bid_pairs & (psslot >= 0)]] = True
-    # factor inputs (padded) for censoring
-    max_n = max((len(f.inputs) for f in factors), default=0)
-    f_in = np.zeros((len(factors), max_n), dtype=np.int64)
-    f_in_mask = np.zeros((len(factors), max_n), dtype=bool)
-    for fi, f in enumerate(factors):
-        f_in[fi, :len(f.inputs)] = [cidx[c] for c in f.inputs]
-        f_in_mask[fi, :len(f.inputs)] = True
-    last_seen = np.zeros((len(factors), max_n, 2))
-    seen = np.zeros(len(factors), dtype=bool)
-
-    affected = sorted(c for c, cl in fg.claims.items() if not cl.boundary)
-    aidx = np.array([cidx[c] for c in affected], dtype=np.int64)
-    a_pos = {c: i for i, c in enumerate(affected)}
-    base = np.zeros((len(affected), 2))
-    for i, c in enumerate(affected):
-        cl = fg.claims[c]
-        pr = (cl.prior[0] - 1.0, cl.prior[1] - 1.0) if cl.prior else (0.0, 0.0)
-        st = tuple(fg.stale.get(c, (0.0, 0.0)))
-        base[i] = (pr[0] + st[0], pr[1] + st[1])
-    # incoming slots of affected claims, in slot (= reference incoming) order
-    inc_slots = np.array([i for i, (_, c) in enumerate(slot_keys) if c in a_pos], dtype=np.int64)
-    inc_claim = np.array([a_pos[slot_keys[i][1]] for i in inc_slots], dtype=np.int64)
-    q = np.array([(max(float(cl.init[0]), BETA_FLOOR), max(float(cl.init[1]), BETA_FLOOR))
-                  for cl in fg.claims.values()], dtype=float).reshape(len(claim_ids), 2)
+    f_in, f_in_mask, last_seen, seen, affected, aidx, base, inc_slots, inc_claim, q = _batched_state(
+        fg, factors, cidx, slot_keys, claim_ids)
     warm_skipped = 0
     delta = 0.0
     one_minus = 1.0 - damping

@@ -36,6 +36,7 @@ from .ep import (
     EPResult,
     FactorGraph,
     _batched_result,
+    _batched_state,
     _jacobi_mass,
     factor_pairs,
     gauss_jacobi_nodes,
@@ -269,28 +270,8 @@ def run_ep_fused(fg: FactorGraph, *, damping: float, n_quad: int, max_iter: int,
     receives[ptslot] = True
     receives[psslot[f_bidir[pf] & has_sslot]] = True
     slot_nary = f_nary[slot_fac]
-    max_n = max((len(f.inputs) for f in factors), default=0)
-    f_in = np.zeros((len(factors), max_n), dtype=np.int64)
-    f_in_mask = np.zeros((len(factors), max_n), dtype=bool)
-    for fi, f in enumerate(factors):
-        f_in[fi, :len(f.inputs)] = [cidx[c] for c in f.inputs]
-        f_in_mask[fi, :len(f.inputs)] = True
-    last_seen = np.zeros((len(factors), max_n, 2))
-    seen = np.zeros(len(factors), dtype=bool)
-
-    affected = sorted(c for c, cl in fg.claims.items() if not cl.boundary)
-    aidx = np.array([cidx[c] for c in affected], dtype=np.int64)
-    a_pos = {c: i for i, c in enumerate(affected)}
-    base = np.zeros((len(affected), 2))
-    for i, c in enumerate(affected):
-        cl = fg.claims[c]
-        pr = (cl.prior[0] - 1.0, cl.prior[1] - 1.0) if cl.prior else (0.0, 0.0)
-        st = tuple(fg.stale.get(c, (0.0, 0.0)))
-        base[i] = (pr[0] + st[0], pr[1] + st[1])
-    inc_slots = np.array([i for i, (_, c) in enumerate(slot_keys) if c in a_pos], dtype=np.int64)
-    inc_claim = np.array([a_pos[slot_keys[i][1]] for i in inc_slots], dtype=np.int64)
-    q = np.array([(max(float(cl.init[0]), BETA_FLOOR), max(float(cl.init[1]), BETA_FLOOR))
-                  for cl in fg.claims.values()], dtype=float).reshape(len(claim_ids), 2)
+    f_in, f_in_mask, last_seen, seen, affected, aidx, base, inc_slots, inc_claim, q = _batched_state(
+        fg, factors, cidx, slot_keys, claim_ids)
     warm_skipped = 0
     delta = 0.0
     one_minus = 1.0 - damping
