@@ -502,7 +502,7 @@ def render_markdown(p: dict[str, Any]) -> str:
                        [(x["turn"], x["instruction_chars"], x["model_visible_chars"], x["session_file_bytes"],
                          f"{x['submit_ms']:.1f}") for x in fr.get("per_turn", [])])]
     lines += ["", "### Ratios measured in this run", ""] + [f"- {r['text']}" for r in p["ratios"]]
-    lines += ["", "### Expected levels (issue 7)", "",
+    lines += ["", "### Expected levels", "",
               md_table(("expected", "measured", "met", "why (when missed)"),
                        [(lv["level"], lv["measured"], "yes" if lv["met"] else "no",
                          "" if lv["met"] else lv.get("why", "")) for lv in p["levels"]])]
