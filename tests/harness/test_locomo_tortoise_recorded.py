@@ -113,7 +113,8 @@ def test_shipped_conversations_map_every_fact():
         facts = recorded_observations(conv, lambda s: f"s{s.index}")
         assert facts.facts == len(conv.observations)
         assert len(facts.recorded.sessions) == len(conv.sessions)
-        assert all(facts.provenance.values()) or facts.facts_unsourced
+        # a fact point that credits no turn must be one the adapter counted as unsourced
+        assert sum(1 for ids in facts.provenance.values() if not ids) <= facts.facts_unsourced
 
 
 @pytest.fixture

@@ -15,6 +15,6 @@ def test_a_full_in_memory_store_raises_store_full_on_every_later_call():
     assert msg.startswith("in-memory Tortoise store is full: it keeps every page in its 32 MiB Kuzu buffer pool")
     assert "\n" not in msg
     got = dict(out["later_errors"])
-    volunteered = got.pop("volunteer")  # the volunteer pipeline fails open (spec §6): an empty response, no crash
-    assert volunteered is None or volunteered == msg, out
+    volunteered = got.pop("volunteer")  # the volunteer pipeline fails open: an empty response, no crash
+    assert volunteered is None, out  # no exception: the hook answer is simply empty
     assert got == dict.fromkeys(("capture", "create_point", "context", "query"), msg), out
