@@ -20,6 +20,7 @@ Writes ``service-faults.{json,md}``; the Markdown is rendered from the JSON by :
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -349,17 +350,14 @@ def _light() -> Any:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with __import__("contextlib").suppress(ChildProcessError):
+    """The service's own liveness check, after reaping the child if it has exited (a zombie still answers kill 0)."""
+    from tortoise_sim.service import _pid_alive
+
+    with contextlib.suppress(ChildProcessError):
         done, _ = os.waitpid(pid, os.WNOHANG)
         if done == pid:
             return False
-    return True
+    return _pid_alive(pid)
 
 
 # --------------------------------------------------------------------------------------------------- run
