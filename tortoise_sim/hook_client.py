@@ -5,7 +5,7 @@ on every prompt. It imports only the standard library; the in-process fallback i
 (Kuzu, numpy) and the light MiniLM encoder lazily, only when no service answers and the call needs them.
 
 Entry points: ``memsim tortoise hook-volunteer | hook-session-start | hook-session-end [options]`` (``memsim``'s
-console entry, :func:`harness.entry.main`, dispatches these here before importing typer), ``memsim-hook ...`` and
+console entry, :func:`harness.cli.entry.main`, dispatches these here before importing typer), ``memsim-hook ...`` and
 ``python -m tortoise_sim.hook_client ...``. Every hook exits 0 with empty stdout on any error, usage errors
 (unknown options, missing values) included; a usage error prints one line on stderr. ``memsim-hook --help`` prints
 the usage (:data:`USAGE`) and exits 0.
@@ -333,7 +333,7 @@ def inprocess_session_start(db: str) -> str:
 
 def inprocess_session_end(stdin: bytes, harness: str, db: str, spool_dir: str | None) -> str:
     """Spool the transcript, then file that session into the store (a write: opens the store read-write)."""
-    from tortoise_sim.service import session_end_apply
+    from tortoise_sim.hooks import session_end_apply
 
     session_end_apply(stdin, harness, db, spool_dir, sim=None)
     return ""

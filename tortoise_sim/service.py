@@ -151,35 +151,10 @@ def _looks_like_service(pid: int) -> bool:
 
 def session_end_apply(stdin: bytes | str, harness: str, db: str | os.PathLike[str], spool_dir: str | None,
                       sim: Any = None) -> dict[str, Any] | None:
-    """The session-end hook's work (as ``memsim tortoise hook-session-end``): spool the transcript, then file that
-    session into the store. ``sim`` = the service's ``Tortoise``; None opens the store here (read-write)."""
-    import socket as _socket
+    """The session-end hook's work: :func:`tortoise_sim.hooks.session_end_apply` (kept under this name)."""
+    from .hooks import session_end_apply as apply
 
-    from .hooks import transcript_turns
-    from .spool import Spool, local_capture_post
-
-    text = stdin.decode("utf-8", "replace") if isinstance(stdin, bytes | bytearray) else str(stdin)
-    hook = json.loads(text)
-    if not isinstance(hook, dict):
-        return None
-    sid = hook.get("session_id")
-    turns = transcript_turns(hook)
-    if not (isinstance(sid, str) and sid and turns):
-        return None
-    root = Path(spool_dir) if spool_dir else Path(default_db(os.fspath(db))).parent / "spool"
-    sp = Spool(root)
-    from .redaction import redact_turns, redactor_from_env
-
-    sp.spool_write(sid, redact_turns(turns, redactor_from_env()), harness, "hook", _socket.gethostname())
-    own = sim is None
-    if own:
-        sim = _open_sim(Path(default_db(os.fspath(db))), "analysed", "minilm")
-    try:
-        return sp.flush_spool(local_capture_post(sim.capture_session), int(time.time() * 1000),
-                              only_session_id=sid)
-    finally:
-        if own:
-            sim.close()
+    return apply(stdin, harness, db, spool_dir, sim=sim)
 
 
 def private_socket_dir(folder: Path) -> None:
@@ -198,28 +173,6 @@ def private_socket_dir(folder: Path) -> None:
         raise ServiceStartError(f"{folder}: the socket folder belongs to another user (uid {st.st_uid})")
     if st.st_mode & 0o777 != 0o700:
         os.chmod(folder, 0o700)
-
-
-def _open_sim(path: Path, preset: str, embedder: str, fault_hook: Any = None) -> Any:
-    from .config import SimConfig
-    from .redaction import redactor_from_env
-    from .sdk import Tortoise
-
-    cfg = SimConfig.preset(preset, redactor=redactor_from_env())
-    if embedder == "hashing":
-        from dataclasses import replace
-
-        cfg = replace(cfg, embedder="hashing")
-        enc = None
-    else:
-        from .light_encoder import light_encoder
-
-        enc = light_encoder()
-    if fault_hook is None:
-        return Tortoise(path, config=cfg, encoder=enc, seed=None)
-    from .config import FaultHooks
-
-    return Tortoise(path, config=cfg, encoder=enc, seed=None, faults=FaultHooks(step=fault_hook))
 
 
 def _jsonable(obj: Any) -> Any:
@@ -334,7 +287,9 @@ class TortoiseService:
             raise ServiceStartError(f"{self.db}: empty file (0 bytes), not a Kuzu store; remove it or pass "
                                     "another --db")
         try:
-            self.sim = _open_sim(self.db, self.preset, self.embedder, self.fault_hook)
+            from .hooks import open_sim
+
+            self.sim = open_sim(self.db, self.preset, self.embedder, self.fault_hook)
         except RuntimeError as exc:  # Kuzu: lock held by another process, unreadable file...
             msg = " ".join(str(exc).split())
             raise ServiceStartError(f"{self.db}: cannot open the store ({msg})") from None

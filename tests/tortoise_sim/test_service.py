@@ -83,7 +83,7 @@ class _Running:
 
 def test_client_imports_stdlib_only():
     code = ("import sys, os\n"
-            "import tortoise_sim.hook_client, harness.entry\n"
+            "import tortoise_sim.hook_client, harness.cli.entry\n"
             f"heavy = {HEAVY!r}\n"
             "print(json.dumps(sorted(m for m in heavy if m in sys.modules)) if (json := __import__('json')) else '')\n")
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
@@ -98,11 +98,33 @@ def test_client_imports_stdlib_only():
             "    sys.stdout.write('MODS ' + json.dumps(sorted(m for m in heavy if m in sys.modules)))\n"
             "    sys.stdout.flush(); real(c)\n"
             "os._exit = ex\n"
-            "import harness.entry\n"
-            "harness.entry.main()\n")
+            "import harness.cli.entry\n"
+            "harness.cli.entry.main()\n")
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("MODS "), (out.stdout, out.stderr)
     assert json.loads(out.stdout[5:]) == []
+
+
+def test_client_never_imports_the_service():
+    """No hook_client <-> service import cycle: the client reaches the session-end work through hooks, not through
+    the service module, even lazily (every import statement of the module, at any depth)."""
+    import ast
+
+    import tortoise_sim.hook_client as hc
+
+    names = set()
+    for node in ast.walk(ast.parse(Path(hc.__file__).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            mod = ("." * node.level) + (node.module or "")
+            names |= {mod} | {f"{mod}.{a.name}" for a in node.names}
+    assert not {n for n in names if n.endswith("service") or ".service." in n}, sorted(names)
+    assert "tortoise_sim.hooks" in names  # the fallback's path to session_end_apply
+    from tortoise_sim import hooks, service
+
+    assert service.session_end_apply.__module__ == "tortoise_sim.service"
+    assert hooks.session_end_apply.__module__ == "tortoise_sim.hooks"
 
 
 def test_hook_exits_zero_with_empty_stdout_on_any_error(short_dir):
@@ -262,7 +284,7 @@ def test_concurrent_clients_with_a_writer(short_dir):
 def test_cli_routes_writes_to_the_service(short_dir, monkeypatch):
     from typer.testing import CliRunner
 
-    from harness.cli import app
+    from harness.cli.main import app
 
     db = short_dir / "db.kuzu"
     sock = str(short_dir / "s.sock")
