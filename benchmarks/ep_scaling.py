@@ -182,6 +182,33 @@ def plot(rows: list[dict[str, Any]]) -> Any:
     return fig
 
 
+def render_markdown(payload: dict[str, Any]) -> str:
+    """``ep_scaling.md`` rendered from a run's ``ep_scaling.json`` (``{"meta": ..., "rows": [...]}``)."""
+    meta, rows = payload["meta"], payload["rows"]
+    headers = ["factors", "variables", "pass median s", "load s", "EP s", "flush+write-back+events s", "iterations",
+               "converged", "plain EP iterations", "plain EP final rel. change", "plain EP s", "operators used",
+               "affected claims"]
+    table = []
+    for r in rows:
+        p0 = r["passes"][0]
+        table.append([r["factors"], r["variables"], r["wall_median_s"],
+                      float(np.median([p["load_s"] for p in r["passes"]])),
+                      float(np.median([p["ep_s"] for p in r["passes"]])),
+                      float(np.median([p["flush_s"] for p in r["passes"]])), p0["iterations"], p0["converged"],
+                      r["plain_iterations"], f"{r['plain_final_delta']:.1e}", r["plain_ep_s"], p0["budget_used"],
+                      p0["affected_claims"]])
+    md = ("# EP scaling: time per dream pass and iterations to converge\n\n"
+          "One `dream(mode=\"local\", budget=F)` pass over a generated graph of F operator factors on F live claims "
+          "(70% IMPL / 30% NAND, 10% ternary, local neighbourhoods, half the claims baselined, all dirty), on an "
+          "on-disk Kuzu store; warm-start censoring on (the dream default). \"Plain EP\" reruns the engine on the "
+          "same factor graph without censoring. Each factor needs two 8-node Gauss-Jacobi rules per iteration "
+          "(scipy `roots_jacobi`, cached on exact parameters), which dominates the EP time. `converged False` means the "
+          "pass hit `max_iter` = 50: it still flushes beliefs and messages but stamps no freshness (spec 9.4, 9.7); "
+          "flush time includes one `ConfidenceChanged` feed event per written claim.\n\n"
+          + md_table(headers, table, ".3f") + "\n\n" + meta_block(meta) + "\n")
+    return md
+
+
 def main(argv: list[str] | None = None) -> list[Path]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="100 and 1,000 factors, one repeat")
@@ -204,29 +231,9 @@ def main(argv: list[str] | None = None) -> list[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
     meta = {"machine": machine_description(), "seeds": {"graph": args.seed}, "quick": args.quick,
             "wall_s": time.perf_counter() - t_start, "sizes": sizes}
-    headers = ["factors", "variables", "pass median s", "load s", "EP s", "flush+write-back+events s", "iterations",
-               "converged", "plain EP iterations", "plain EP final rel. change", "plain EP s", "operators used",
-               "affected claims"]
-    table = []
-    for r in rows:
-        p0 = r["passes"][0]
-        table.append([r["factors"], r["variables"], r["wall_median_s"],
-                      float(np.median([p["load_s"] for p in r["passes"]])),
-                      float(np.median([p["ep_s"] for p in r["passes"]])),
-                      float(np.median([p["flush_s"] for p in r["passes"]])), p0["iterations"], p0["converged"],
-                      r["plain_iterations"], f"{r['plain_final_delta']:.1e}", r["plain_ep_s"], p0["budget_used"],
-                      p0["affected_claims"]])
-    md = ("# EP scaling: time per dream pass and iterations to converge\n\n"
-          "One `dream(mode=\"local\", budget=F)` pass over a generated graph of F operator factors on F live claims "
-          "(70% IMPL / 30% NAND, 10% ternary, local neighbourhoods, half the claims baselined, all dirty), on an "
-          "on-disk Kuzu store; warm-start censoring on (the dream default). \"Plain EP\" reruns the engine on the "
-          "same factor graph without censoring. Each factor needs two 8-node Gauss-Jacobi rules per iteration "
-          "(scipy `roots_jacobi`, cached on exact parameters), which dominates the EP time. `converged False` means the "
-          "pass hit `max_iter` = 50: it still flushes beliefs and messages but stamps no freshness (spec 9.4, 9.7); "
-          "flush time includes one `ConfidenceChanged` feed event per written claim.\n\n"
-          + md_table(headers, table, ".3f") + "\n\n" + meta_block(meta) + "\n")
     out_dir = args.out or default_out_dir(args.quick)
-    paths = write_results(out_dir, NAME, {"meta": meta, "rows": rows}, md, plot(rows))
+    payload = {"meta": meta, "rows": rows}
+    paths = write_results(out_dir, NAME, payload, render_markdown(payload), plot(rows))
     for p in paths:
         print(f"wrote {p}")
     print(json.dumps({r["factors"]: round(r["wall_median_s"], 3) for r in rows}))

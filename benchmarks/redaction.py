@@ -1,6 +1,6 @@
 """Secret redaction in Tortoise (``memsim bench redaction``): how many generated secrets survive into each channel.
 
-A seeded corpus (``harness.secrets_corpus``) goes through three pipelines, each on a fresh store per redactor mode
+A seeded corpus (``harness.reliability.secrets_corpus``) goes through three pipelines, each on a fresh store per redactor mode
 (``faithful`` = spec 3.3, ``hardened`` = ``SimConfig(redactor="hardened")``):
 
 - ``capture``: the secret sentences as user turns (10 per session), spooled first as the session-end hook does,
@@ -108,7 +108,7 @@ def _count(kinds: list[str]) -> dict[str, int]:
 
 def injection_and_json(work: Path, mode: str) -> dict[str, Any]:
     """The injection point's route to the model, and hook JSON validity for hostile stored strings."""
-    from harness.secrets_corpus import INJECTION
+    from harness.reliability.secrets_corpus import INJECTION
     from tortoise_sim import SimConfig, StepClock, Tortoise
     from tortoise_sim.redaction import DATA_NOTICE, mark_as_data
     from tortoise_sim.volunteer import BLOCK_HEADER
@@ -150,7 +150,7 @@ def injection_and_json(work: Path, mode: str) -> dict[str, Any]:
 
 def run(out_dir: Path, *, quick: bool = False, track: Any = None, per_kind: int | None = None,
         seed: int = 0) -> list[Path]:
-    from harness.secrets_corpus import BENIGN, KINDS, generate_corpus
+    from harness.reliability.secrets_corpus import BENIGN, KINDS, generate_corpus
     from tortoise_sim.capture import redact
     from tortoise_sim.redaction import hardened_redact
 
@@ -171,24 +171,34 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, per_kind: int 
     payload = {"corpus": {"per_kind": per_kind, "kinds": list(KINDS), "secrets": len(corpus), "seed": seed},
                "questions_per_pipeline": questions, "results": results, "injection_and_json": extra,
                "benign_sentences": len(BENIGN), "benign_altered": false_pos,
-               "seconds": round(time.perf_counter() - t0, 1), "machine": machine_description()}
+               "seconds": round(time.perf_counter() - t0, 1), "machine": machine_description(), "quick": quick}
+    return write_results(out_dir, "redaction", payload, render_markdown(payload), None)
+
+
+def render_markdown(payload: dict[str, Any]) -> str:
+    """``redaction.md`` rendered from a run's ``redaction.json`` (every number is read from the payload).
+
+    Runs written before the payload recorded ``quick`` are quick exactly when they used fewer than 10 secrets per
+    kind (the full run's count)."""
+    results, extra = payload["results"], payload["injection_and_json"]
+    per_kind, seed = payload["corpus"]["per_kind"], payload["corpus"]["seed"]
+    quick = payload.get("quick", per_kind < 10)
+    false_pos = payload["benign_altered"]
     rows = [[key.split("/")[0], key.split("/")[1], *(r["survivors"][c] for c in CHANNELS)]
             for key, r in results.items()]
-    kind_rows = []
-    for kind in KINDS:
-        kind_rows.append([kind, *(max(results[f"{m}/{p}"]["by_kind"][c].get(kind, 0) for p in PIPELINES
-                                      for c in CHANNELS) for m in MODES)])
+    kind_rows = [[kind, *(max(results[f"{m}/{p}"]["by_kind"][c].get(kind, 0) for p in PIPELINES
+                               for c in CHANNELS) for m in MODES)] for kind in payload["corpus"]["kinds"]]
     inj_rows = [[m, *(str(extra[m][k]) for k in ("injection_in_block", "injection_after_data_notice",
                                                  "injection_in_digest", "digest_injection_marked_as_data"))]
                 + [f"{extra[m]['hook_json_valid']}/{extra[m]['hook_json_total']}"] for m in MODES]
-    md = "\n\n".join([
+    return "\n\n".join([
         "# Secret redaction in Tortoise (`memsim` benchmarks/redaction.py)",
         meta_block({"machine": payload["machine"], "seeds": {"corpus": seed}, "quick": quick,
                     "wall_s": payload["seconds"]}),
-        f"Survivors (of {len(corpus)} generated secrets) per pipeline and channel. `faithful` = the redactor of spec "
-        "3.3 (turns only, four shapes); `hardened` = `SimConfig(redactor=\"hardened\")` (detect-secrets plugins, "
-        "entropy and .env rules, every stored and spooled text). Volunteer = the blocks of the first "
-        f"{questions} per-secret questions.",
+        f"Survivors (of {payload['corpus']['secrets']} generated secrets) per pipeline and channel. `faithful` = the "
+        "redactor of spec 3.3 (turns only, four shapes); `hardened` = `SimConfig(redactor=\"hardened\")` "
+        "(detect-secrets plugins, entropy and .env rules, every stored and spooled text). Volunteer = the blocks of "
+        f"the first {payload['questions_per_pipeline']} per-secret questions.",
         md_table(["mode", "pipeline", *CHANNELS], rows),
         "Worst channel per secret kind (max survivors of that kind over pipelines and channels, "
         f"of {per_kind}):",
@@ -197,10 +207,9 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, per_kind: int 
         "holding quotes, backslashes, NUL/ESC control characters, bidi overrides and markup):",
         md_table(["mode", "in block", "after data notice", "in digest", "digest marked as data", "hook JSON valid"],
                  inj_rows),
-        f"Benign engineering sentences altered by the redactor (false positives, of {len(BENIGN)}): faithful "
-        f"{false_pos['faithful']}, hardened {false_pos['hardened']}.",
+        f"Benign engineering sentences altered by the redactor (false positives, of {payload['benign_sentences']}): "
+        f"faithful {false_pos['faithful']}, hardened {false_pos['hardened']}.",
     ])
-    return write_results(out_dir, "redaction", payload, md, None)
 
 
 if __name__ == "__main__":  # pragma: no cover
