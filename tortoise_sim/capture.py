@@ -20,6 +20,7 @@ from .admission import (
 from .errors import ProviderUnavailable
 from .lifecycle import supersede_point
 from .records import RecordStore
+from .redaction import REDACTION_PATTERNS, redact, redactor_for
 from .search import search_points
 from .store import TortoiseStore
 from .text import STOPWORDS, ev_id, normalise_content, object_id, pt_id, sha256_hex
@@ -35,27 +36,6 @@ ENTITY_KINDS = frozenset({"core:person", "core:organization", "core:project", "c
                           "core:technology", "core:concept", "core:place", "core:other"})
 EVENT_KINDS = frozenset({"core:occurrence", "core:meeting", "core:decision", "core:incident", "core:release",
                          "core:milestone"})
-
-# Spec §3.3 [A; table SIM], applied in this order, each over the previous output.
-REDACTION_PATTERNS: list[tuple[str, re.Pattern[str], bool]] = [
-    ("private_key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
-                               re.S), False),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), False),
-    ("bearer_token", re.compile(r"(\b[Bb][Ee][Aa][Rr][Ee][Rr]\s+)([A-Za-z0-9._~+/-]{16,}=*)"), True),
-    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), False),
-]
-
-
-def redact(text: str) -> tuple[str, dict[str, int]]:
-    """Replace each secret shape by ``[REDACTED:<kind>]``; per-kind counts. Idempotent (TOR-03)."""
-    counts: dict[str, int] = {}
-    for kind, pat, keep_group1 in REDACTION_PATTERNS:
-        repl = (lambda m, k=kind: m.group(1) + f"[REDACTED:{k}]") if keep_group1 else f"[REDACTED:{kind}]"
-        text, n = pat.subn(repl, text)
-        if n:
-            counts[kind] = counts.get(kind, 0) + n
-    return text, counts
-
 
 def window_turns(conversation: Sequence[Any]) -> list[dict[str, str]]:
     """Spec §3.2: content None -> '', non-str -> str(), first 5000 chars; role None -> 'unknown'."""
@@ -449,8 +429,6 @@ def capture_session(
     turns = window_turns(conversation)
     totals: dict[str, int] = {}
     if cfg.turn_writer == "analysed" or cfg.redactor == "hardened":
-        from .redaction import redactor_for
-
         scrub = redactor_for(cfg.redactor)  # "faithful": redact (spec 3.3); "hardened": redaction.py
         for t in turns:
             t["content"], counts = scrub(t["content"])

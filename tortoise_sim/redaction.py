@@ -1,6 +1,8 @@
-"""Hardened secret redaction (``SimConfig.redactor="hardened"``), beside the faithful redactor of spec 3.3.
+"""Secret redaction: the faithful redactor of spec 3.3 (:func:`redact`, TOR-03) and the hardened option
+(``SimConfig.redactor="hardened"``, :func:`hardened_redact`), which builds on it.
 
-The faithful redactor (``capture.redact``, TOR-03) knows four shapes (complete PEM private-key blocks, JWTs, bearer
+Both live here; ``tortoise_sim.capture`` imports the faithful one (and re-exports it as ``capture.redact``).
+The faithful redactor knows four shapes (complete PEM private-key blocks, JWTs, bearer
 tokens, AWS access key ids) and runs only on captured turns of the analysed turn writer; checkpoint items, diary
 entries, points created through the SDK and the capture spool are stored as given. The hardened option is a
 simulator addition (not a reference behaviour): every text that enters the store (turns, points of any kind,
@@ -23,10 +25,30 @@ import re
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["hardened_redact", "redactor_for", "redact_turns", "mark_as_data", "redactor_from_env", "REDACTORS",
-           "DATA_NOTICE", "REDACTOR_ENV"]
+__all__ = ["REDACTION_PATTERNS", "redact", "hardened_redact", "redactor_for", "redact_turns", "mark_as_data",
+           "redactor_from_env", "REDACTORS", "DATA_NOTICE", "REDACTOR_ENV"]
 
 REDACTORS = ("faithful", "hardened")
+
+# Spec §3.3 [A; table SIM], applied in this order, each over the previous output.
+REDACTION_PATTERNS: list[tuple[str, re.Pattern[str], bool]] = [
+    ("private_key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
+                               re.S), False),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), False),
+    ("bearer_token", re.compile(r"(\b[Bb][Ee][Aa][Rr][Ee][Rr]\s+)([A-Za-z0-9._~+/-]{16,}=*)"), True),
+    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), False),
+]
+
+
+def redact(text: str) -> tuple[str, dict[str, int]]:
+    """Replace each secret shape by ``[REDACTED:<kind>]``; per-kind counts. Idempotent (TOR-03)."""
+    counts: dict[str, int] = {}
+    for kind, pat, keep_group1 in REDACTION_PATTERNS:
+        repl = (lambda m, k=kind: m.group(1) + f"[REDACTED:{k}]") if keep_group1 else f"[REDACTED:{kind}]"
+        text, n = pat.subn(repl, text)
+        if n:
+            counts[kind] = counts.get(kind, 0) + n
+    return text, counts
 
 _PEM_OPEN = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
@@ -77,8 +99,6 @@ def _high_entropy(token: str) -> bool:
 
 def hardened_redact(text: str) -> tuple[str, dict[str, int]]:
     """Redact every secret shape the faithful redactor, detect-secrets and the entropy/env rules find."""
-    from .capture import redact
-
     text, counts = redact(text)
 
     def bump(kind: str, n: int = 1) -> None:
@@ -122,12 +142,10 @@ def hardened_redact(text: str) -> tuple[str, dict[str, int]]:
 
 
 def redactor_for(name: str) -> Any:
-    """The redaction function of ``SimConfig.redactor``: ``capture.redact`` or :func:`hardened_redact`."""
+    """The redaction function of ``SimConfig.redactor``: :func:`redact` or :func:`hardened_redact`."""
     if name == "hardened":
         return hardened_redact
     if name == "faithful":
-        from .capture import redact
-
         return redact
     raise ValueError(f"redactor must be one of {', '.join(REDACTORS)}, not {name!r}")
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from benchmarks.redaction import injection_and_json, run_pipeline
-from harness.secrets_corpus import BENIGN, KINDS, generate_corpus
+from harness.reliability.secrets_corpus import BENIGN, KINDS, generate_corpus
 from tortoise_sim.capture import redact
 from tortoise_sim.redaction import hardened_redact, redact_turns, redactor_for
 
@@ -87,12 +87,12 @@ def test_redact_turns_for_the_spool(corpus):
 def test_cli_session_end_hook_spools_redacted_turns_when_hardened(tmp_path, monkeypatch, corpus):
     from typer.testing import CliRunner
 
-    from harness.cli import app
+    from harness.cli.main import app
 
     monkeypatch.setenv("MEMSIM_TORTOISE_REDACTOR", "hardened")
     spool = tmp_path / "spool"
     payload = {"session_id": "s1", "turns": [{"role": "user", "content": s.text} for s in corpus[:6]]}
-    monkeypatch.setattr("harness.commands.tortoise.open_sim", lambda *a, **k: (_ for _ in ()).throw(OSError("x")))
+    monkeypatch.setattr("harness.cli.tortoise.open_sim", lambda *a, **k: (_ for _ in ()).throw(OSError("x")))
     r = CliRunner().invoke(app, ["tortoise", "hook-session-end", "--db", str(tmp_path / "t.kuzu"), "--spool-dir",
                                  str(spool)], input=json.dumps(payload))
     assert r.exit_code == 0 and r.stdout == ""
@@ -122,3 +122,19 @@ def test_hook_entry_path_spools_redacted_turns_and_marks_the_digest(tmp_path, mo
     assert inprocess_session_start(str(db)).startswith(DATA_NOTICE)
     monkeypatch.delenv("MEMSIM_TORTOISE_REDACTOR")
     assert not inprocess_session_start(str(db)).startswith(DATA_NOTICE)
+
+
+def test_redaction_module_does_not_import_capture():
+    """Both redactors live in redaction.py; capture imports the faithful one, never the other way round."""
+    import ast
+    import inspect
+
+    import tortoise_sim.capture as capture_mod
+    import tortoise_sim.redaction as redaction_mod
+
+    tree = ast.parse(inspect.getsource(redaction_mod))
+    imported = {(n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m == "capture" or m.endswith(".capture") for m in imported), imported
+    assert capture_mod.redact is redaction_mod.redact
+    assert redaction_mod.redactor_for("faithful") is redaction_mod.redact
