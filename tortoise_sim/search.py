@@ -136,10 +136,23 @@ def search_points(
 # change a returned hit or score (or the hit count near the threshold), the vector leg is recomputed exactly as
 # the scan does it, on a float64 matrix rebuilt for that call from the float32 rows (same rows in the scan's id
 # order, same values), so the result is the scan's bit for bit. Only the float32 matrix is kept.
+#
+# Near-tie engines (``store.search_tie_mode``): "rows" (default) recomputes only the rows whose order or hit
+# membership the near tie leaves open, bit-identical to the scan: a row's scan cosine depends on its position in
+# the scan's matrix only through the BLAS kernel's fixed row blocks, so the scan's value of the row at position p
+# is the value computed on the aligned chunk of ``_CHUNK`` scan rows around p (the same rows, the same float64
+# values; the last chunk ends where the scan's matrix ends). That holds for a single-threaded BLAS (a threaded
+# gemv splits rows at unaligned offsets), so "rows" is used only while every BLAS pool reports one thread and a
+# one-time probe on random matrices confirms chunk == whole matrix for this BLAS; otherwise, and with mode
+# "rescan" (the previous engine, kept to measure against), the whole vector leg is recomputed as above. Rows
+# whose cosines are >= ``_TOL`` apart (and >= ``_TOL`` from the threshold) keep their order and membership from
+# the fast pass: its cosines are within 1e-12 of the scan's.
 
 _MARGIN = 1e-3
 _TOL = 1e-9
+_CHUNK = 32  # scan rows per aligned chunk (a multiple of the BLAS gemv kernels' row blocks; the probe checks it)
 CACHE_MODES = ("incremental", "rebuild")
+TIE_MODES = ("rows", "rescan")
 
 
 def cache_mode(store: TortoiseStore) -> str:
@@ -148,6 +161,15 @@ def cache_mode(store: TortoiseStore) -> str:
     mode = getattr(store, "search_cache_mode", None) or "incremental"
     if mode not in CACHE_MODES:
         raise ValueError(f"search_cache_mode must be one of {CACHE_MODES}, got {mode!r}")
+    return mode
+
+
+def tie_mode(store: TortoiseStore) -> str:
+    """How a near tie is resolved exactly: ``store.search_tie_mode`` (a per-store attribute: "rows" = recompute
+    only the undecided rows, "rescan" = the previous whole-matrix recomputation), else "rows"; validated."""
+    mode = getattr(store, "search_tie_mode", None) or "rows"
+    if mode not in TIE_MODES:
+        raise ValueError(f"search_tie_mode must be one of {TIE_MODES}, got {mode!r}")
     return mode
 
 
@@ -205,8 +227,11 @@ class _SearchCache:
         self.norms = np.linalg.norm(self.raw.astype(np.float64), axis=1) if n else np.zeros(0)
         self._reserve(n + _slack(n))  # room for appended rows: no reallocation on the first writes
         self._masks: dict[tuple[tuple[str, ...], bool], np.ndarray] = {}
+        self._pass: tuple[Any, ...] | None = None  # (query, seq, n, q, c32) of the last float32 pass
+        self._by_rank: np.ndarray | None = None  # slots in id order (inverse of py_rank), until the next write
         self.searches = 0  # searches answered from this cache
         self.exact_fallbacks = 0  # searches whose vector leg was recomputed the scan's way (near ties)
+        self.exact_rows = 0  # rows recomputed by the "rows" near-tie engine (all its fallbacks together)
         self.updates = 0  # incremental refreshes applied
         self.updated_rows = 0
 
@@ -235,6 +260,7 @@ class _SearchCache:
             self._apply(pid, changes.point_row(store, pid))
         self.seq = seq
         self._masks.clear()
+        self._pass = self._by_rank = None
         self.updates += 1
         self.updated_rows += len(touched)
         return True
@@ -307,6 +333,28 @@ class _SearchCache:
         self.outdated, self.has_emb = _grow(self.outdated, cap), _grow(self.has_emb, cap)
         self.py_rank, self.status_codes = _grow(self.py_rank, cap), _grow(self.status_codes, cap)
 
+    def by_rank(self) -> np.ndarray:
+        """Slot indices in id order (``py_rank`` is a permutation of the slots)."""
+        if self._by_rank is None or len(self._by_rank) != self.n:
+            inv = np.empty(self.n, dtype=np.int64)
+            inv[self.py_rank[: self.n]] = np.arange(self.n)
+            self._by_rank = inv
+        return self._by_rank
+
+    def float32_pass(self, query: str, q: np.ndarray) -> np.ndarray:
+        """Every slot's float32 cosine estimate (row . q/|q| / row norm); the filters do not enter it, so the
+        volunteer pipeline's second search (same query, other filters) reuses the first one's pass."""
+        p = self._pass
+        if p is not None and p[0] == query and p[1] == self.seq and p[2] == self.n and np.array_equal(p[3], q):
+            return p[4]
+        qn = np.linalg.norm(q) or 1.0
+        q32 = (q / qn).astype(np.float32)
+        norms = self.norms[: self.n]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c32 = (self.raw[: self.n] @ q32) / np.where(norms > 0, norms, 1.0).astype(np.float32)
+        self._pass = (query, self.seq, self.n, q, c32)
+        return c32
+
     def mask(self, exclude_statuses: Sequence[str] | None, exclude_outdated_flag: bool) -> np.ndarray:
         key = (tuple(exclude_statuses) if exclude_statuses else (), bool(exclude_outdated_flag))
         m = self._masks.get(key)
@@ -372,6 +420,7 @@ def _search_cached(
     lex_idx = lex_idx[np.lexsort((c.py_rank[lex_idx], -shared[lex_idx]))]
     # vector leg
     vec_idx = np.zeros(0, dtype=np.int64)
+    cand, cos = np.zeros(0, dtype=np.int64), np.zeros(0)
     ties: list[tuple[int, int]] = []  # (first, last) 0-based positions of near-tie runs in the vector order
     exact_needed = False
     q = None
@@ -381,10 +430,8 @@ def _search_cached(
         if qv is not None:
             q = np.asarray(qv, dtype=np.float64)
             qn = np.linalg.norm(q) or 1.0
-            q32 = (q / qn).astype(np.float32)
             norms = c.norms[: c.n]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                c32 = (c.raw[: c.n] @ q32) / np.where(norms > 0, norms, 1.0).astype(np.float32)
+            c32 = c.float32_pass(query, q)
             cand = np.flatnonzero(emb_sel & (c32 >= VECTOR_THRESHOLD - _MARGIN))
             if len(cand):
                 cn = norms[cand] * qn
@@ -413,7 +460,10 @@ def _search_cached(
                 break
     if exact_needed and q is not None:
         c.exact_fallbacks += 1
-        vec_idx = _vector_leg_as_scan(c, emb_sel, q)
+        if tie_mode(store) == "rows" and _rows_exact_ok():
+            vec_idx = _vector_leg_rows(c, emb_sel, q, cand, cos)
+        else:
+            vec_idx = _vector_leg_as_scan(c, emb_sel, q)
         score, ordered = _rrf(c, lex_idx, vec_idx, limit)
     trace.lexical_hits, trace.vector_hits = len(lex_idx), len(vec_idx)
     hits = []
@@ -446,3 +496,86 @@ def _vector_leg_as_scan(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray) -> 
     hit = np.flatnonzero(cos >= VECTOR_THRESHOLD)
     hp, hc = pos[hit], cos[hit]
     return hp[np.lexsort((c.py_rank[hp], -hc))]
+
+
+def _scan_cos(mat: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The scan's cosine step on a float64 matrix (same operations as :func:`search_points`)."""
+    norms = np.linalg.norm(mat, axis=1) * (np.linalg.norm(q) or 1.0)
+    return np.divide(mat @ q, norms, out=np.zeros(len(mat)), where=norms > 0)
+
+
+def _vector_leg_rows(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray, cand: np.ndarray,
+                     cos: np.ndarray) -> np.ndarray:
+    """The scan's vector leg, bit for bit, recomputing only undecided rows. The candidates in fast-pass order form
+    clusters (neighbours < ``_TOL`` apart); a row in a cluster of two or more, or in a cluster reaching within
+    ``_TOL`` of the threshold, gets the scan's own cosine (:func:`_scan_rows`); every other row's order and
+    membership already agree with the scan's (fast-pass error < 1e-12)."""
+    o = np.lexsort((c.py_rank[cand], -cos))
+    sc = cos[o]
+    cid = np.concatenate(([0], np.cumsum(sc[:-1] - sc[1:] >= _TOL))) if len(sc) else np.zeros(0, np.int64)
+    undecided = np.bincount(cid)[cid] > 1
+    near = np.abs(sc - VECTOR_THRESHOLD) < _TOL
+    if near.any():
+        undecided |= np.isin(cid, cid[near])
+    exact = cos.copy()
+    rows = o[undecided]
+    if len(rows):
+        exact[rows] = _scan_rows(c, emb_sel, q, cand[rows])
+        c.exact_rows += len(rows)
+    hit = exact >= VECTOR_THRESHOLD
+    hp, hc = cand[hit], exact[hit]
+    return hp[np.lexsort((c.py_rank[hp], -hc))]
+
+
+def _scan_rows(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """The scan's cosines of ``slots``: each from the aligned ``_CHUNK``-row block of the scan's matrix (filtered
+    rows with an embedding, in id order) that holds it, computed as the scan computes the whole matrix."""
+    by_rank = c.by_rank()
+    sel = emb_sel[by_rank]
+    scan_slots = by_rank[sel]  # the scan's matrix rows, as slots
+    at = np.cumsum(sel) - 1  # position in the scan's matrix, by id rank
+    pos = at[c.py_rank[slots]]
+    out = np.empty(len(slots))
+    starts = (pos // _CHUNK) * _CHUNK
+    for b in np.unique(starts).tolist():
+        chunk = scan_slots[b:b + _CHUNK]
+        vals = _scan_cos(np.ascontiguousarray(c.raw[chunk], dtype=np.float64), q)
+        here = starts == b
+        out[here] = vals[pos[here] - b]
+    return out
+
+
+_ROWS_OK: dict[str, Any] = {}
+
+
+def _rows_exact_ok() -> bool:
+    """Whether the "rows" engine is exact here: every BLAS pool of this process runs one thread (threadpoolctl)
+    and, once per process, chunked cosines equal whole-matrix cosines on random matrices of a few sizes."""
+    if "ctl" not in _ROWS_OK:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _ROWS_OK["ctl"] = ThreadpoolController()
+        except Exception:  # noqa: BLE001 - no threadpoolctl: threads cannot be checked, take the whole rescan
+            _ROWS_OK["ctl"] = None
+    ctl = _ROWS_OK["ctl"]
+    if ctl is None:
+        return False
+    blas = [lc for lc in ctl.lib_controllers if lc.user_api == "blas"]
+    if not blas or any(lc.num_threads != 1 for lc in blas):
+        return False
+    if "probe" not in _ROWS_OK:
+        _ROWS_OK["probe"] = _probe_chunks()
+    return bool(_ROWS_OK["probe"])
+
+
+def _probe_chunks() -> bool:
+    rng = np.random.default_rng(20261201)
+    for n in (5, 37, 1003, 4099):
+        raw = rng.standard_normal((n, 384)).astype(np.float32)
+        q = rng.standard_normal(384)
+        whole = _scan_cos(raw.astype(np.float64), q)
+        for b in range(0, n, _CHUNK):
+            if not np.array_equal(_scan_cos(raw[b:b + _CHUNK].astype(np.float64), q), whole[b:b + _CHUNK]):
+                return False
+    return True

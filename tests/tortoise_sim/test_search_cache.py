@@ -356,3 +356,80 @@ def test_change_log_attribution():
     assert statement_ids("MATCH (n:Point {id:$id})-[:IMPL]->(x) SET x.status = 'x'", {"id": "a"}) is None
     assert statement_ids("MATCH (n) DETACH DELETE n", {}) is None
     assert statement_ids("ALTER TABLE Point ADD x STRING", {}) is None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Near-tie engines: "rows" (recompute only the undecided rows) against "rescan" and the scan, bit for bit
+
+
+def _one_blas_thread():
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(1, user_api="blas")
+
+
+def test_scan_rows_equal_the_whole_matrix_cosines():
+    """Every row's cosine from its aligned chunk equals the scan's whole-matrix value (random rows, 2,051 of them so
+    that the last chunk is partial), including rows not in id order after appends."""
+    from tortoise_sim import SimConfig, StepClock, Tortoise
+
+    rng = random.Random(11)
+    sim = Tortoise(config=SimConfig(embedder="none"), encoder=_RandomEncoder(), clock=StepClock(), seed=0)
+    bulk_create_points(sim.store, [{"kind": "statement", "content": _text(rng) + f" r{i}", "status": "live"}
+                                   for i in range(2051)])
+    with _one_blas_thread():
+        search_points(sim.store, "canary release", 5)
+        for i in range(7):  # appended slots: py_rank is no longer the slot order
+            sim.create_point("statement", _text(rng) + f" a{i}", status="live")
+        c = search_mod.search_cache_for(sim.store)
+        assert search_mod._rows_exact_ok()
+        q = np.asarray(sim.store.embed(["canary release rollback"])[0], dtype=np.float64)
+        for ex, exo in FILTERS:
+            emb_sel = c.mask(list(ex), exo) & c.has_emb[: c.n]
+            pos = np.flatnonzero(emb_sel)
+            pos = pos[np.argsort(c.py_rank[pos], kind="stable")]
+            whole = search_mod._scan_cos(np.ascontiguousarray(c.raw[pos], dtype=np.float64), q)
+            got = search_mod._scan_rows(c, emb_sel, q, pos)
+            assert np.array_equal(got, whole)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rows_tie_engine_equals_rescan_and_scan(seed, monkeypatch):
+    """Many duplicated texts (exact and last-bit ties at every position of the scan's matrix): the "rows" engine
+    answers like the scan and like "rescan", and recomputes far fewer rows than the population."""
+    from tortoise_sim import SimConfig, StepClock, Tortoise
+
+    rng = random.Random(seed)
+    sim = Tortoise(config=SimConfig(embedder="none"), encoder=_RandomEncoder(), clock=StepClock(), seed=0)
+    base = [_text(rng) for _ in range(90)]
+    bulk_create_points(sim.store, [{"kind": "statement", "content": rng.choice(base), "status": "live"}
+                                   for _ in range(700)])
+    for _ in range(20):
+        sim.create_point("statement", rng.choice(base), status=rng.choice(["live", "draft"]))
+    queries = [_text(rng) for _ in range(6)] + base[:4]
+    rescans = []
+    orig = search_mod._vector_leg_as_scan
+    monkeypatch.setattr(search_mod, "_vector_leg_as_scan", lambda *a: rescans.append(1) or orig(*a))
+    with _one_blas_thread():
+        _assert_same(sim.store, queries)
+        c = sim.store._search_cache
+        assert c.exact_fallbacks > 0 and c.exact_rows > 0 and not rescans
+        assert c.exact_rows < c.exact_fallbacks * c.n
+        sim.store.search_tie_mode = "rescan"
+        _assert_same(sim.store, queries)
+        assert rescans
+    sim.store.search_tie_mode = "bogus"
+    with pytest.raises(ValueError, match="search_tie_mode"):
+        search_mod.tie_mode(sim.store)
+
+
+def test_rows_engine_steps_aside_for_a_threaded_blas():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    with threadpool_limits(1, user_api="blas"):
+        assert search_mod._rows_exact_ok()
+    with threadpool_limits(2, user_api="blas"):
+        threaded = any(i["num_threads"] > 1 for i in threadpool_info() if i["user_api"] == "blas")
+        if not threaded:
+            pytest.skip("this BLAS runs one thread at most")
+        assert not search_mod._rows_exact_ok()
