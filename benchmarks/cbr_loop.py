@@ -1,6 +1,6 @@
 """``memsim bench cbr-loop``: learning curves of agentfly_sim's NP and PM drivers on the synthetic CBR world.
 
-**The planner is a scripted policy** (:class:`harness.worlds.cbr_agents.WorldPlanner`): it copies the first
+**The planner is a scripted policy** (:class:`benchmarks.worlds.cbr_agents.WorldPlanner`): it copies the first
 delivered positive example about the same kind of entity as the query, else plans alone (right with probability ``p_base``); a right plan succeeds with
 probability ``p_exec``, a wrong one with ``p_lucky``. The curves therefore show what the *memory mechanisms*
 deliver (which cases are retrieved, how they are labelled and admitted), not what a language model would do with
@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import machine_description, md_table, meta_block, set_torch_threads, write_results
-from harness.worlds import CBRWorld, QuerySet
-from harness.worlds.cbr_agents import EncoderSelector, NoMemorySelector, OracleSelector, WorldPlanner
+from benchmarks.worlds import CBRWorld, QuerySet
+from benchmarks.worlds.cbr_agents import EncoderSelector, NoMemorySelector, OracleSelector, WorldPlanner
 
 K_SWEEP = (1, 2, 4, 8, 16)
 POLICY = {"p_base": 0.3, "p_exec": 0.9, "p_lucky": 0.05}
@@ -139,15 +139,21 @@ def _retrain(root: Path, r: int, seed: int) -> tuple[str, dict[str, Any]]:
                            "val_rows_query_in_train": res.leakage[0]}
 
 
-def rerender(out_dir: Path) -> list[Path]:
-    """Rewrite ``cbr-loop.{json,md,png}`` from ``cbr-loop.json`` (no re-run)."""
-    payload = json.loads((out_dir / "cbr-loop.json").read_text(encoding="utf-8"))
-    for a in payload["arms"]:  # JSON stores NaN as null
+def from_json(payload: dict[str, Any]) -> dict[str, Any]:
+    """A payload read back from ``cbr-loop.json``, ready for :func:`render_markdown`: NaN restored where the JSON
+    stores ``null``, and the K sweep recomputed from the arms."""
+    for a in payload["arms"]:
         for r in a["rounds"]:
             for key, v in r.items():
                 if v is None:
                     r[key] = float("nan")
     payload["k_sweep"] = _k_sweep(payload["arms"])
+    return payload
+
+
+def rerender(out_dir: Path) -> list[Path]:
+    """Rewrite ``cbr-loop.{json,md,png}`` from ``cbr-loop.json`` (no re-run)."""
+    payload = from_json(json.loads((out_dir / "cbr-loop.json").read_text(encoding="utf-8")))
     return write_results(out_dir, "cbr-loop", payload, render_markdown(payload), _figure(payload))
 
 

@@ -1,8 +1,10 @@
-"""Assemble ``benchmarks/RESULTS.md`` (the README's "Results" section) from ``benchmarks/results/*.{json,md}``.
+"""Assemble ``benchmarks/RESULTS.md`` (one file with the selectors, CBR-loop and cost results) from
+``benchmarks/results/*.{json,md}``.
 
 ``python -m benchmarks.report`` reads the committed full-run outputs, writes a summary of the headline numbers
 (pulled from the JSON files, so the prose cannot drift from the tables) followed by each benchmark's Markdown,
-with image links rewritten relative to the repository root (where the README lives).
+with image links rewritten relative to ``benchmarks/`` (where RESULTS.md lives). The docs site shows the same
+results page by page (:mod:`benchmarks.docs_pages`).
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ def _load(name: str) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def _demote(md: str) -> str:
-    """One heading level down (the README section is ``## Results``) and image paths from the repo root."""
+    """One heading level down (the file's top section is ``## Results``) and image paths from ``benchmarks/``."""
     md = re.sub(r"^(#+) ", lambda m: "#" + m.group(1) + " ", md, flags=re.M)
-    return re.sub(r"!\[([^\]]*)\]\(([^)/]+\.png)\)", r"![\1](benchmarks/results/\2)", md)
+    return re.sub(r"!\[([^\]]*)\]\(([^)/]+\.png)\)", r"![\1](results/\2)", md)
 
 
 def headline(sel: dict[str, Any] | None, loop: dict[str, Any] | None, cost: dict[str, Any] | None) -> list[str]:
@@ -92,10 +94,12 @@ def build() -> str:
     return "\n".join(lines) + "\n"
 
 
+OUT = Path(__file__).resolve().parent / "RESULTS.md"
+
+
 def main() -> None:
-    out = Path(__file__).resolve().parent / "RESULTS.md"
-    out.write_text(build(), encoding="utf-8")
-    print(f"wrote {out}")
+    OUT.write_text(build(), encoding="utf-8")
+    print(f"wrote {OUT}")
 
 
 if __name__ == "__main__":

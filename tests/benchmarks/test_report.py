@@ -1,4 +1,4 @@
-"""RESULTS.md assembly: headings demoted under ``## Results``, image links made relative to the repo root."""
+"""RESULTS.md assembly: headings demoted under ``## Results``, image links made relative to ``benchmarks/`` (where RESULTS.md lives)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ def test_demote_and_links() -> None:
     md = "## Cost growth\n\n### NP\n\n![cost](cost.png)\n"
     out = _demote(md)
     assert out.startswith("### Cost growth") and "#### NP" in out
-    assert "![cost](benchmarks/results/cost.png)" in out
+    assert "![cost](results/cost.png)" in out
 
 
 def test_headline_reports_levels_from_json() -> None:
