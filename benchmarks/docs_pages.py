@@ -222,6 +222,12 @@ def demote(md: str, top: int = 2) -> str:
     return "\n".join(out) + ("\n" if md.endswith("\n") else "")
 
 
+def _drop_title(md: str) -> str:
+    """The Markdown without its leading title line (the page carries its own title)."""
+    first, _, rest = md.partition("\n")
+    return rest.lstrip("\n") if _HEADING.match(first) else md
+
+
 def _load(results: Path, name: str) -> dict[str, Any]:
     path = results / f"{name}.json"
     try:
@@ -261,7 +267,7 @@ def render_page(page: Page, results: Path = RESULTS_DIR) -> tuple[str, dict[str,
                 f"Rendered from {srcs} by `python -m benchmarks.docs_pages` (never edited by hand). Re-measure with "
                 f"`{page.command}`, then re-render.", ""]
         top = 3 if len(page.sources) > 1 else 2
-        body = [demote(p, top) for p in parts]
+        body = [demote(_drop_title(p), top) for p in parts]
         if len(page.sources) > 1:
             body = [f"## `{n}`\n\n" + b for (n, _), b in zip(page.sources, body, strict=True)]
         text = "\n".join(head) + "\n" + "\n".join(body)
