@@ -1,4 +1,4 @@
-"""Append-only record store for turns (spec §3.10 [SIM], integration issue 1): JSONL rows
+"""Append-only record store for turns (spec §3.10 [SIM], integration issues, item 1): JSONL rows
 ``{session_id, index, role, content}``; in memory when no path is given."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Out-of-scope reference surfaces (spec §1.2, integration issue 5; claim TOR-48): each raises ``NotModelled``."""
+"""Out-of-scope reference surfaces (spec §1.2, integration issues, item 5; claim TOR-48): each raises ``NotModelled``."""
 
 from __future__ import annotations
 

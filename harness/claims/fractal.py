@@ -69,7 +69,7 @@ def fra_01(ctx: ClaimContext) -> Observation:
     }, measured={"agent": agent, "files_read": data["history"][-1]["files_read"]}, evidence=summary)
 
 
-@claim("FRA-02", design=DESIGN, record="MEM-OBJ-session-summary; Integration issue 2", kind="mechanism",
+@claim("FRA-02", design=DESIGN, record="MEM-OBJ-session-summary; Integration issues, item 2", kind="mechanism",
        statement="\"Compressed\" means verbatim copying of whole messages and responses, uncapped — not "
                  "abstraction.")
 def fra_02(ctx: ClaimContext) -> Observation:

@@ -102,7 +102,7 @@ def fra_42(ctx: ClaimContext) -> Observation:
                              "trace.steps[].code": [s["code"] for s in call2["trace"]["steps"]]}))
 
 
-@claim("FRA-43", design=DESIGN, record="Integration issue 4; MEM-RTE-checkpoint-update", kind="consequence",
+@claim("FRA-43", design=DESIGN, record="Integration issues, item 4; MEM-RTE-checkpoint-update", kind="consequence",
        statement="(c) A failed turn that wrote a file reports 0 changed files while the workspace differs.")
 def fra_43(ctx: ClaimContext) -> Observation:
     sc = Scenario(ctx.tmp_path)

@@ -192,7 +192,7 @@ def fra_24(ctx: ClaimContext) -> Observation:
         evidence="\n".join(f"{r.session_id} {r.updated_at} {r.turn_count} {r.first_message}" for r in rows))
 
 
-@claim("FRA-25", design=DESIGN, record="Integration issue 5", kind="mechanism",
+@claim("FRA-25", design=DESIGN, record="Integration issues, item 5", kind="mechanism",
        statement="Listing does not compare filename and embedded id.")
 def fra_25(ctx: ClaimContext) -> Observation:
     sc = Scenario(ctx.tmp_path)
@@ -214,7 +214,7 @@ def fra_25(ctx: ClaimContext) -> Observation:
         evidence=msgs[0] if msgs else "")
 
 
-@claim("FRA-26", design=DESIGN, record="beyond report (extends Integration issue 5)", kind="mechanism",
+@claim("FRA-26", design=DESIGN, record="beyond report (extends Integration issues, item 5)", kind="mechanism",
        statement="Listing also skips the loader's schema pre-check.")
 def fra_26(ctx: ClaimContext) -> Observation:
     sc_a = Scenario(ctx.tmp_path / "a")
@@ -259,7 +259,7 @@ def fra_26(ctx: ClaimContext) -> Observation:
         measured={"listing_ids_call1": ids1, "listing_ids_call2": ids2})
 
 
-@claim("FRA-27", design=DESIGN, record="Integration issue 4", kind="mechanism",
+@claim("FRA-27", design=DESIGN, record="Integration issues, item 4", kind="mechanism",
        statement="Failures keep workspace edits with an empty stored modification list; commands include failed "
                  "attempts.")
 def fra_27(ctx: ClaimContext) -> Observation:
@@ -278,7 +278,7 @@ def fra_27(ctx: ClaimContext) -> Observation:
         evidence=json.dumps({k: h[k] for k in ("status", "files_read", "files_modified", "commands_run", "error")}))
 
 
-@claim("FRA-28", design=DESIGN, record="Integration issue 1", kind="mechanism",
+@claim("FRA-28", design=DESIGN, record="Integration issues, item 1", kind="mechanism",
        statement="Summary, history and usage form one container; AGENTS.md is a separate path.")
 def fra_28(ctx: ClaimContext) -> Observation:
     sc = Scenario(ctx.tmp_path)
@@ -314,7 +314,7 @@ def fra_28(ctx: ClaimContext) -> Observation:
         evidence=excerpt(sig.instructions[sig.instructions.index(AGENTS_HEADING):], 900))
 
 
-@claim("FRA-29", design=DESIGN, record="Integration issue 3", kind="mechanism",
+@claim("FRA-29", design=DESIGN, record="Integration issues, item 3", kind="mechanism",
        statement="Fractal summarizes nothing itself; traces are opaque and lossless; a non-RunTrace trace makes the "
                  "file unloadable.")
 def fra_29(ctx: ClaimContext) -> Observation:
