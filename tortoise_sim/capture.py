@@ -19,6 +19,7 @@ from .admission import (
 )
 from .errors import ProviderUnavailable
 from .lifecycle import supersede_point
+from .priors import prior_ids
 from .records import RecordStore
 from .redaction import REDACTION_PATTERNS, redact, redactor_for
 from .search import search_points
@@ -189,9 +190,13 @@ def _session_event_and_source(store: TortoiseStore, sid: str, turns: list[dict[s
 
 
 # ----------------------------------------------------------------------------------------- admission (§3.6)
-def execute_embed(store: TortoiseStore, payload: dict[str, Any]) -> dict[str, Any]:
+def execute_embed(store: TortoiseStore, payload: dict[str, Any], *, priors: str | None = None) -> dict[str, Any]:
     """Deterministic admission gates (spec §3.6, TOR-07): kind repair -> in-payload dedupe -> consolidation
     against priors (NOOP / UPDATE) -> operators on unknown ids dropped -> MITIGATES strength clamp.
+
+    ``priors`` picks how the consolidation priors are found (``tortoise_sim.priors``): ``"index"`` (default, the
+    store's incrementally maintained map) or ``"scan"`` (a full Kuzu scan per call, the previous path); unset =
+    ``store.admission_priors`` or ``"index"``. Both give the same result.
 
     Returns ``{entities, events, points (to write), noop (id -> prior id), remap, operators, supersessions,
     warnings}``; nothing is written here."""
@@ -216,18 +221,17 @@ def execute_embed(store: TortoiseStore, payload: dict[str, Any]) -> dict[str, An
             kind = "core:occurrence"
         content = str(ev["content"])[:1000]
         events.append({**ev, "eventKind": kind, "content": content, "id": ev.get("id") or ev_id(content)})
-    # priors: plain, non-turn Points of any status
-    priors: dict[str, str] = {}
-    for r in store.query("MATCH (n:Point) WHERE n.is_operator = false AND n.op_type IS NULL "
-                         "AND n.content IS NOT NULL AND (n.pointKind IS NULL OR n.pointKind <> 'event') "
-                         "RETURN n.id AS id, n.content AS c ORDER BY id"):
-        priors.setdefault(normalise_content(r["c"]), r["id"])
+    # priors: plain, non-turn Points of any status, looked up for the keys of this payload's points
+    raw_points = list(payload.get("points") or [])
+    prior_of = prior_ids(store, (normalise_content(p["content"][:1000]) for p in raw_points
+                                 if isinstance(p, dict) and isinstance(p.get("content"), str)
+                                 and p["content"].strip()), priors)
     remap: dict[str, str] = {}
     noop: dict[str, str] = {}
     points: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
     supersessions = [dict(s) for s in payload.get("supersessions") or [] if isinstance(s, dict)]
-    for p in payload.get("points") or []:
+    for p in raw_points:
         if not isinstance(p, dict) or not isinstance(p.get("content"), str) or not p["content"].strip():
             warnings.append("point_dropped:invalid")
             continue
@@ -244,11 +248,11 @@ def execute_embed(store: TortoiseStore, payload: dict[str, Any]) -> dict[str, An
             continue
         cons = p.get("consolidation") or {}
         reason = p.get("reason") if p.get("reason") in ("NEW", "REVISES") else "NEW"
-        if key in priors:
-            noop[pid] = priors[key]
-            remap[orig] = priors[key]
-            seen[key] = priors[key]
-            warnings.append(f"consolidated_noop:{pid}->{priors[key]}")
+        if key in prior_of:
+            noop[pid] = prior_of[key]
+            remap[orig] = prior_of[key]
+            seen[key] = prior_of[key]
+            warnings.append(f"consolidated_noop:{pid}->{prior_of[key]}")
             continue
         if cons.get("op") == "NOOP" and cons.get("prior_id"):
             noop[pid] = cons["prior_id"]
