@@ -9,7 +9,7 @@ Sections, per store size (1e3 / 1e4 / 1e5 points by default):
 - **cold** (no service): the hook client finds no socket and runs the in-process path (read-only Kuzu, numpy
   MiniLM, the search/why caches built in the process);
 - **warm** (service): ``python -m tortoise_sim.service`` holds the store, the hook is a socket round trip;
-- **legacy** (1e3 only): today's typer command body (``harness.cli`` app in-process: typer, sentence-transformers,
+- **legacy** (1e3 only): today's typer command body (``harness.cli.main`` app in-process: typer, sentence-transformers,
   read-write Kuzu open, no fast exit), for the before/after ratio;
 - **first volunteer after a capture**: a capture is sent to the service, then one hook is spawned at once
   (the service refreshes its caches after the write before it answers the capture);
@@ -73,7 +73,7 @@ def spawn_hook(db: Path, prompt: str, i: int = 0, cmd: list[str] | None = None) 
             "stderr": err.decode("utf-8", "replace")}
 
 
-LEGACY_CMD = [sys.executable, "-c", "import sys; from harness.cli import app; sys.argv[0] = 'memsim'; app()"]
+LEGACY_CMD = [sys.executable, "-c", "import sys; from harness.cli.main import app; sys.argv[0] = 'memsim'; app()"]
 
 
 def _summary(xs: list[float]) -> dict[str, Any]:
@@ -84,10 +84,17 @@ def _summary(xs: list[float]) -> dict[str, Any]:
 
 
 def _bad(r: dict[str, Any]) -> str | None:
+    """Why a hook run counts as an error, else None. A hook whose service answered too late (past
+    ``MEMSIM_HOOK_TIMEOUT``) or badly prints nothing and exits 0, with its one ``memsim hook:`` note on stderr: an
+    error here, whatever the prompt (a courtesy prompt prints nothing either way)."""
     if r["rc"] != 0:
         return f"exit {r['rc']}"
     if "Traceback" in r["stderr"]:
         return "traceback on stderr"
+    if "did not answer within" in r["stderr"]:
+        return "service answer past the hook timeout"
+    if "memsim hook:" in r["stderr"]:
+        return "hook failure note on stderr"
     if r["stdout"]:
         try:
             obj = json.loads(r["stdout"])
@@ -107,7 +114,7 @@ def _facts(world: Any, n: int, seed: int) -> list[str]:
 def build_store(cache_dir: Path, n: int, seed: int, track: Callable) -> tuple[Path, dict[str, Any]]:
     """The cached store for ``n`` points (built on first use); returns its path and build info."""
     from benchmarks.cost_tortoise import PrecomputedMiniLM, _fill
-    from harness.worlds import CBRWorld
+    from benchmarks.worlds import CBRWorld
     from tortoise_sim.config import SimConfig
     from tortoise_sim.sdk import Tortoise
     from tortoise_sim.store import StepClock
@@ -355,7 +362,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable | 
         load_seconds: float | None = None) -> list[Path]:
     import tempfile
 
-    from harness.worlds import CBRWorld
+    from benchmarks.worlds import CBRWorld
 
     track = track or (lambda it, description="", total=None: it)
     t_start = time.perf_counter()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +16,7 @@ from .config import READ_TERMINAL
 from .store import TortoiseStore
 from .text import significant_tokens
 
-__all__ = ["SearchTrace", "search_points", "RRF_K", "VECTOR_THRESHOLD"]
+__all__ = ["SearchTrace", "search_points", "RRF_K", "VECTOR_THRESHOLD", "CacheGuard", "cache_update"]
 
 RRF_K = 60
 VECTOR_THRESHOLD = 0.3
@@ -379,15 +381,69 @@ def _grow(a: np.ndarray, cap: int) -> np.ndarray:
     return out
 
 
+class CacheGuard:
+    """Lets readers use the read caches of a store as they stand while a writer works, and makes every update of
+    those caches wait until such readers are done (the resident service's reads during a write).
+
+    A writer ``open()``s the guard when the caches are current; a reader ``enter()``s (True) only while it is
+    open and ``leave()``s when done. Any cache update (:func:`cache_update`, used by the search and why-block
+    caches before they change in place or are replaced) closes the guard and waits for the readers inside, so a
+    reader never sees a half-updated cache; ``close()`` does the same at the end of the write."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._open = False
+        self._readers = 0
+
+    def open(self) -> None:
+        with self._cond:
+            self._open = True
+
+    def enter(self) -> bool:
+        with self._cond:
+            if not self._open:
+                return False
+            self._readers += 1
+            return True
+
+    def leave(self) -> None:
+        with self._cond:
+            self._readers -= 1
+            if not self._readers:
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """No new readers; returns once the readers inside have left."""
+        with self._cond:
+            self._open = False
+            while self._readers:
+                self._cond.wait()
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+
+@contextlib.contextmanager
+def cache_update(store: TortoiseStore) -> Iterator[None]:
+    """Around any change of ``store``'s read caches: closes the store's :class:`CacheGuard` (``store._cache_guard``,
+    when one is attached) and waits for its readers first."""
+    guard = getattr(store, "_cache_guard", None)
+    if guard is not None:
+        guard.close()
+    yield
+
+
 def search_cache_for(store: TortoiseStore) -> _SearchCache:
     """The store's cache brought up to ``store.write_seq``: updated from the touched rows (mode "incremental"),
     or rebuilt (mode "rebuild", or a write the change log cannot attribute)."""
     cache = getattr(store, "_search_cache", None)
     if cache is not None and cache.seq == store.write_seq:
         return cache
-    if cache is None or cache_mode(store) == "rebuild" or not cache.refresh(store):
-        cache = _SearchCache(store)
-        store._search_cache = cache  # type: ignore[attr-defined]
+    with cache_update(store):
+        if cache is None or cache_mode(store) == "rebuild" or not cache.refresh(store):
+            cache = _SearchCache(store)
+            store._search_cache = cache  # type: ignore[attr-defined]
     return cache
 
 
@@ -431,8 +487,11 @@ def _search_cached(
             q = np.asarray(qv, dtype=np.float64)
             qn = np.linalg.norm(q) or 1.0
             norms = c.norms[: c.n]
-            c32 = c.float32_pass(query, q)
-            cand = np.flatnonzero(emb_sel & (c32 >= VECTOR_THRESHOLD - _MARGIN))
+            if store.cfg.ann_index is not None:  # approximate candidates (tortoise_sim.ann), re-ranked exactly below
+                emb_sel, cand = _ann_candidates(store, c, emb_sel, q)
+            else:
+                c32 = c.float32_pass(query, q)
+                cand = np.flatnonzero(emb_sel & (c32 >= VECTOR_THRESHOLD - _MARGIN))
             if len(cand):
                 cn = norms[cand] * qn
                 cos = np.divide(c.raw[cand].astype(np.float64) @ q, cn, out=np.zeros(len(cand)), where=cn > 0)
@@ -579,3 +638,12 @@ def _probe_chunks() -> bool:
             if not np.array_equal(_scan_cos(raw[b:b + _CHUNK].astype(np.float64), q), whole[b:b + _CHUNK]):
                 return False
     return True
+
+
+def _ann_candidates(store: TortoiseStore, c: _SearchCache, emb_sel: np.ndarray,
+                    q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``SimConfig.ann_index`` set: the vector leg's candidates come from an HNSW index (``tortoise_sim.ann``), an
+    approximation with measured recall; the exact cosine rule, threshold and near-tie handling then apply to them."""
+    from .ann import ann_candidates
+
+    return ann_candidates(store, c, emb_sel, q)

@@ -23,6 +23,15 @@ op gets an error frame (or, when the client is gone, a closed connection); past 
 gets a ``Busy`` frame at once. Only store operations share the store lock, and a prompt without retrieval intent
 takes no lock at all, so no client blocks another beyond the store's own serial order.
 
+Reads during a write (``read_during_write``, default "snapshot"): a retrieval hook that arrives while a write
+holds the store is answered from the read caches as they stood when the write began (:class:`_CacheView`: the
+search and why-block caches, the encoder, nothing of Kuzu), i.e. ordered before that write: its answer is the one
+the serial order "this read, then the write" gives, bit for bit (tests/tortoise_sim/test_service.py). Such a
+reader holds the caches' :class:`tortoise_sim.search.CacheGuard`: the writer updates a cache (mid-write, or in the
+refresh after it) only once the readers inside have left, and readers arriving after that wait for the store
+lock as before. A read that would need anything beyond the caches (an input the cache does not model) waits for
+the lock and is answered after the write. "wait" = every store read waits for the lock (the previous behaviour).
+
 Who may connect: the derived socket lives in ``hook_client.socket_dir()`` (mode 0700, created or tightened by
 :func:`private_socket_dir`), and the socket itself is 0600.
 
@@ -64,6 +73,39 @@ OPS = ("ping", "status", "shutdown", "hook_volunteer", "hook_session_start", "ho
 WRITE_OPS = frozenset({"hook_session_end", "capture", "checkpoint", "diary_write"})
 READ_DEADLINE_S = 10.0  # a client has this long to send its whole request line (one sendall on loopback)
 MAX_CONNECTIONS = 32  # connections served at once; one more gets a "busy" error frame and is closed
+READ_MODES = ("snapshot", "wait")
+
+
+class _CacheMiss(Exception):
+    """A read on a :class:`_CacheView` needed something beyond the read caches."""
+
+
+class _CacheView:
+    """The store as its read caches saw it when a write began: ``write_seq`` frozen there, the search and
+    why-block cache objects of that moment, the config, the encoder and the cache / tie modes. Any other attribute
+    (a Kuzu query above all) is a miss: recorded in ``missed`` and raised, and the service discards the answer
+    and serves the request after the write instead."""
+
+    _PASS = ("cfg", "embed", "search_cache_mode", "search_tie_mode")
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.write_seq = store.write_seq
+        self._search_cache = store._search_cache
+        self._why_cache = store._why_cache
+        self.missed: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _CacheView._PASS:
+            return getattr(self._store, name)
+        self.missed = name
+        raise _CacheMiss(name)
+
+    @staticmethod
+    def current(store: Any) -> bool:
+        """Whether both read caches are at the store's ``write_seq`` (a view of them is the store's state)."""
+        seq = store.write_seq
+        return all(getattr(getattr(store, a, None), "seq", None) == seq for a in ("_search_cache", "_why_cache"))
 
 
 class ServiceStartError(RuntimeError):
@@ -258,7 +300,11 @@ class TortoiseService:
     def __init__(self, db: str | os.PathLike[str] | None = None, socket_path: str | None = None, *,
                  preset: str = "analysed", embedder: str = "minilm", read_deadline_s: float = READ_DEADLINE_S,
                  max_connections: int = MAX_CONNECTIONS, max_request: int = MAX_MESSAGE,
-                 fault_hook: Any = None) -> None:
+                 fault_hook: Any = None, read_during_write: str = "snapshot", freeze_gc: bool = True) -> None:
+        if read_during_write not in READ_MODES:
+            raise ValueError(f"read_during_write must be one of {READ_MODES}, got {read_during_write!r}")
+        self.read_during_write = read_during_write
+        self.freeze_gc = freeze_gc  # False: the interpreter's default collector (the previous behaviour)
         self.db = Path(default_db(os.fspath(db) if db is not None else None))
         self.sock = socket_path_for(self.db, socket_path)
         self.preset = preset
@@ -277,6 +323,8 @@ class TortoiseService:
         self.errors = 0
         self.writes = 0
         self.last_refresh_s: float | None = None
+        self.snapshot_reads = 0  # retrieval hooks answered from the caches while a write was in flight
+        self._view: _CacheView | None = None  # the caches as the write in flight found them (None: no such write)
         self._stopping = threading.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -310,8 +358,13 @@ class TortoiseService:
             self._refresh_caches()
 
     def _refresh_caches(self) -> None:
+        """Bring the read caches up to the store's ``write_seq``; then (``freeze_gc``) move every object alive now,
+        the caches' hundreds of thousands of containers above all, out of the cyclic garbage collector's reach
+        (``gc.freeze``), so no later request pays a full collection that walks them. A cache that was rebuilt
+        (not updated in place) leaves its predecessor behind: then a full collection runs first, here."""
         t0 = time.perf_counter()
         store = self.sim.store
+        before = [getattr(store, "_search_cache", None), getattr(store, "_why_cache", None)]
         if store.cfg.search_cache:
             from . import search, why
 
@@ -323,6 +376,16 @@ class TortoiseService:
         if pa is not None:  # the cache build's Arrow scan leaves freed pages in mimalloc: -150 MiB RSS at 1e5
             with contextlib.suppress(Exception):
                 pa.default_memory_pool().release_unused()
+        if self.freeze_gc:
+            import gc
+
+            rebuilt = (before[0] is not getattr(store, "_search_cache", None)
+                       or before[1] is not getattr(store, "_why_cache", None))
+            before.clear()  # the old caches go now (refcount), not at the collection below
+            if rebuilt:
+                gc.unfreeze()
+                gc.collect()
+            gc.freeze()
         self.last_refresh_s = time.perf_counter() - t0
 
     def bind(self) -> None:
@@ -430,12 +493,54 @@ class TortoiseService:
         with self.lock:
             if self.sim is None:
                 raise RuntimeError("service is shutting down")
+            guard = self._open_view() if write else None
             try:
                 return fn(self.sim)
             finally:
+                if guard is not None:
+                    guard.close()  # no reader of the pre-write caches is left once this returns
+                    self._view = None
                 if write:
                     self.writes += 1
                     self._refresh_caches()
+
+    def _open_view(self) -> Any:
+        """At the start of a write (store lock held): when the read caches are current, publish a view of them
+        for readers arriving during the write and open the store's cache guard; returns the guard, or None."""
+        if self.read_during_write != "snapshot":
+            return None
+        store = self.sim.store
+        if not _CacheView.current(store):
+            return None
+        from .search import CacheGuard
+
+        guard = getattr(store, "_cache_guard", None)
+        if guard is None:
+            guard = store._cache_guard = CacheGuard()
+        self._view = _CacheView(store)
+        guard.open()
+        return guard
+
+    def _read_during_write(self, fn: Any) -> tuple[bool, Any]:
+        """``(True, fn(view))`` when a write holds the store and its pre-write cache view is open and enough for
+        ``fn``; ``(False, None)`` otherwise (the caller waits for the lock)."""
+        view, sim = self._view, self.sim
+        if view is None or sim is None:
+            return False, None
+        guard = getattr(sim.store, "_cache_guard", None)
+        if guard is None or not guard.enter():
+            return False, None
+        try:
+            if self._view is not view:
+                return False, None  # the write ended and another began between the two reads above
+            out = fn(view)
+        finally:
+            guard.leave()
+        if view.missed is not None:
+            return False, None
+        with self._count_lock:
+            self.snapshot_reads += 1
+        return True, out
 
     # ------------------------------------------------------------------ operations
     def op_ping(self) -> dict[str, Any]:
@@ -448,7 +553,8 @@ class TortoiseService:
                 "uptime_s": round(time.time() - self.started, 3), "requests": self.requests, "errors": self.errors,
                 "writes": self.writes, "rss_bytes": rss_bytes(), "embedder": self.embedder, "preset": self.preset,
                 "cached_points": getattr(cache, "n", None), "write_seq": getattr(store, "write_seq", None),
-                "last_cache_refresh_s": self.last_refresh_s}
+                "last_cache_refresh_s": self.last_refresh_s, "read_during_write": self.read_during_write,
+                "snapshot_reads": self.snapshot_reads}
 
     def op_shutdown(self) -> dict[str, Any]:
         self.request_shutdown()
@@ -463,6 +569,10 @@ class TortoiseService:
         def pipeline(window: list[dict[str, str]]) -> dict[str, Any]:
             if not has_intent(window[-1]["content"]):
                 return run_volunteer_pipeline(None, window)  # returns before any store access (TOR-38)
+            if self.lock.locked():  # a write may be in flight: its pre-write caches answer, ordered before it
+                done, out = self._read_during_write(lambda view: run_volunteer_pipeline(view, window))
+                if done:
+                    return out
             return self._store_op(lambda sim: run_volunteer_pipeline(sim.store, window), False)
 
         out, _ = hook_volunteer_turn(stdin, harness, volunteer=pipeline)
@@ -515,7 +625,8 @@ class TortoiseService:
 
 # ---------------------------------------------------------------------------------------------- process control
 def start_detached(db: str | os.PathLike[str] | None, socket_path: str | None = None, *, preset: str = "analysed",
-                   embedder: str = "minilm", timeout: float = 180.0, log: str | None = None) -> dict[str, Any]:
+                   embedder: str = "minilm", timeout: float = 180.0, log: str | None = None,
+                   read_during_write: str = "snapshot") -> dict[str, Any]:
     """Start ``python -m tortoise_sim.service`` in its own session and wait until it answers (or dies)."""
     import subprocess
 
@@ -524,7 +635,7 @@ def start_detached(db: str | os.PathLike[str] | None, socket_path: str | None = 
     clear_stale(sock)
     log = log or sock + ".log"
     cmd = [sys.executable, "-m", "tortoise_sim.service", "--db", str(dbp), "--socket", sock, "--preset", preset,
-           "--embedder", embedder]
+           "--embedder", embedder, "--read-during-write", read_during_write]
     with open(log, "ab") as fh:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, start_new_session=True)
     deadline = time.monotonic() + timeout
@@ -563,9 +674,9 @@ def stop(sock: str, timeout: float = 60.0) -> dict[str, Any]:
 
 
 def run_foreground(db: str | os.PathLike[str] | None, socket_path: str | None = None, *, preset: str = "analysed",
-                   embedder: str = "minilm", echo: Any = None) -> None:
+                   embedder: str = "minilm", echo: Any = None, read_during_write: str = "snapshot") -> None:
     """Start and serve until ``shutdown`` or SIGTERM/SIGINT."""
-    svc = TortoiseService(db, socket_path, preset=preset, embedder=embedder)
+    svc = TortoiseService(db, socket_path, preset=preset, embedder=embedder, read_during_write=read_during_write)
     svc.start(warm=False)
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -598,9 +709,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--socket", default=None)
     ap.add_argument("--preset", default="analysed", choices=("analysed", "snapshot", "later"))
     ap.add_argument("--embedder", default="minilm", choices=("minilm", "hashing"))
+    ap.add_argument("--read-during-write", default="snapshot", choices=READ_MODES,
+                    help="a retrieval hook during a write: answered from the pre-write caches (snapshot) or after "
+                         "the write (wait)")
     a = ap.parse_args(argv)
     try:
-        run_foreground(a.db, a.socket, preset=a.preset, embedder=a.embedder,
+        run_foreground(a.db, a.socket, preset=a.preset, embedder=a.embedder, read_during_write=a.read_during_write,
                        echo=lambda m: print(m, file=sys.stderr, flush=True))
     except ServiceStartError as exc:
         print(f"error: {exc}", file=sys.stderr)

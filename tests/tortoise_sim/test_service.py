@@ -319,3 +319,77 @@ def test_session_end_hook_is_filed_by_the_service(short_dir):
         with svc.lock:
             assert svc.sim.store.get_point("sess-1_t1")["content"] == "[assistant] Noted."
         assert svc.writes == 1 and list(spool.rglob("*.meta.json"))
+
+
+def _volunteer(svc: TortoiseService) -> str:
+    res = svc.handle({"v": PROTOCOL_VERSION, "op": "hook_volunteer", "args": {"stdin": PROMPT, "harness": "claude"}})
+    assert res["ok"], res
+    return res["result"]["stdout"]
+
+
+def _held_write(svc: TortoiseService, steps: dict[str, threading.Event]) -> threading.Thread:
+    """A write that holds the store lock in two stages: after adding a claim the prompt retrieves (``wrote``, then
+    waits for ``go1``), and after a mid-write search that updates the read caches (``searched``, waits ``go2``)."""
+    from tortoise_sim.search import search_points
+
+    def write(sim) -> None:
+        row = sim.create_point("decision", "We decide the simulator store keeps Kuzu.", credibility="gold")
+        sim.update_point(row["id"], status="live")
+        steps["wrote"].set()
+        assert steps["go1"].wait(60)
+        search_points(sim.store, "simulator store", 5)  # the capture path searches mid-write
+        steps["searched"].set()
+        assert steps["go2"].wait(60)
+
+    t = threading.Thread(target=lambda: svc._store_op(write, True), daemon=True)
+    t.start()
+    return t
+
+
+def _run(fn, out: list) -> threading.Thread:
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("mode", ["snapshot", "wait"])
+def test_a_read_during_a_write_answers_as_a_serial_order(short_dir, mode):
+    """"snapshot": a retrieval hook arriving while a write holds the store is answered at once from the pre-write
+    caches, bit-identical to the serial order read-then-write; once the write has updated a cache, a later reader
+    waits and gets the post-write answer. "wait" (the previous behaviour): every reader waits for the write."""
+    from tortoise_sim.embed import HashingEncoder
+
+    db = short_dir / "db.kuzu"
+    _fill(db, HashingEncoder())
+    svc = TortoiseService(db, str(short_dir / "s.sock"), embedder="hashing", read_during_write=mode)
+    svc.start()
+    try:
+        before = _volunteer(svc)
+        steps = {k: threading.Event() for k in ("wrote", "go1", "searched", "go2")}
+        writer = _held_write(svc, steps)
+        assert steps["wrote"].wait(60)
+        early: list[str] = []
+        r1 = _run(lambda: _volunteer(svc), early)
+        if mode == "snapshot":
+            r1.join(60)
+            assert not r1.is_alive() and early == [before] and svc.snapshot_reads == 1
+        steps["go1"].set()
+        assert steps["searched"].wait(60)
+        late: list[str] = []
+        r2 = _run(lambda: _volunteer(svc), late)
+        steps["go2"].set()
+        for t in (writer, r1, r2):
+            t.join(60)
+            assert not t.is_alive()
+        after = _volunteer(svc)
+        assert after != before and "We decide the simulator store keeps Kuzu." in after
+        assert late == [after]
+        assert early == ([before] if mode == "snapshot" else [after])
+        assert svc.snapshot_reads == (1 if mode == "snapshot" else 0) and svc.errors == 0
+    finally:
+        svc.close()
+
+
+def test_read_during_write_mode_is_validated(short_dir):
+    with pytest.raises(ValueError, match="read_during_write"):
+        TortoiseService(short_dir / "db.kuzu", read_during_write="sometimes")
