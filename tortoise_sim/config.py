@@ -38,6 +38,14 @@ class SimConfig:
     embedder: Literal["minilm", "hashing", "none"] = "minilm"
     vector_index: bool = False
     search_cache: bool = True  # exact per-process search cache (search.py); False = the per-call Kuzu scan
+    # approximation, not a version switch: "hnsw" takes the cached vector leg's candidates from a FAISS HNSW index
+    # (tortoise_sim.ann: top ``ann_candidates`` by cosine, then the exact cosine rule and 0.3 threshold of
+    # search.py on those; cached search only). Default None: the exact leg over every embedded point. Recall:
+    # ``memsim bench ann``.
+    ann_index: Literal["hnsw"] | None = None
+    ann_candidates: int = 256
+    ann_m: int = 32  # HNSW graph degree
+    ann_ef_search: int = 128  # HNSW search beam (raised to ann_candidates when smaller)
     turn_store: Literal["graph", "record", "both"] = "graph"
     event_log_path: str | None = None
     record_store_path: str | None = None
