@@ -191,9 +191,13 @@ PAGES: tuple[Page, ...] = (
          "One hypothesis target per loader; every input ends accepted, skipped (a documented faithful skip) or "
          "rejected (a one-line error naming the file); crashes and partial writes are bugs."),
     Page("locomo", "LoCoMo results", (("locomo", _locomo_page),),
-         "memsim bench locomo --out benchmarks/results", "", whole=True),
+         "memsim bench locomo --out benchmarks/results",
+         "The same real LoCoMo conversations through every design and a few baselines: delivered against stored "
+         "evidence, tokens and time, per category.", whole=True),
     Page("locomo-paper", "LoCoMo paper protocol", (("locomo-paper", _locomo_paper_page),),
-         "memsim bench locomo --protocol locomo-paper --out benchmarks/results", "", whole=True),
+         "memsim bench locomo --protocol locomo-paper --out benchmarks/results",
+         "The LoCoMo paper's retrieval-recall protocol run with memsim's retrievers, beside the published rows.",
+         whole=True),
 )
 
 _FENCE = re.compile(r"^(```|~~~)")
@@ -289,8 +293,7 @@ def index_page(pages: list[Page]) -> str:
              "| page | what it measures |", "|---|---|"]
     for p in pages:
         link = f"../{p.slug}.md" if p.whole else f"{p.slug}.md"
-        about = p.about or f"`{p.command}`"
-        lines.append(f"| [{p.title}]({link}) | {about} |")
+        lines.append(f"| [{p.title}]({link}) | {p.about} |")
     return "\n".join(lines) + "\n"
 
 
