@@ -176,10 +176,23 @@ class Service:
         self.pid = res["pid"]
         return self
 
-    def status(self) -> dict[str, Any]:
+    def status(self, samples: bool = False) -> dict[str, Any]:
         from tortoise_sim.hook_client import call
 
-        return call(self.sock, "status", timeout=600.0) or {}
+        return call(self.sock, "status", {"samples": True} if samples else None, timeout=600.0) or {}
+
+    def server_times(self, since: int) -> dict[str, Any]:
+        """The service's own times of the retrieval hooks it answered after its ``hook_count`` was ``since``
+        (status ``hook_samples``): per part, p50 / p95 / max in ms, and how many were answered during a write."""
+        st = self.status(samples=True)
+        fields, rows = st.get("hook_sample_fields") or [], st.get("hook_samples") or []
+        rows = rows[len(rows) - min(len(rows), int(st.get("hook_count", 0)) - since):]
+        out: dict[str, Any] = {"n": len(rows), "snapshot": sum(bool(r[-1]) for r in rows)}
+        for j, f in enumerate(fields):
+            if f != "snapshot" and rows:
+                xs = [float(r[j]) for r in rows]
+                out[f] = {"p50": statistics.median(xs), "p95": percentile(xs, 95), "max": max(xs)}
+        return out
 
     def capture(self, i: int) -> float:
         from tortoise_sim.hook_client import call
@@ -322,7 +335,9 @@ def size_section(src: Path, n: int, tmp: Path, retrieval: list[str], *, quick: b
         row["service_start_s"] = svc.start_s
         row["service_rss_after_warm_bytes"] = st.get("rss_bytes")
         row["warm_courtesy"] = latency_block(db, COURTESY, n_warm, f"warm courtesy {n:,}", track)
+        since = svc.status().get("hook_count", 0)
         row["warm_retrieval"] = latency_block(db, retrieval, n_warm, f"warm retrieval {n:,}", track)
+        row["warm_retrieval_server"] = svc.server_times(since)
         # same output cold and warm (before any write)
         row["cold_equals_warm"] = sum(a == b for a, b in zip(row["cold_retrieval"]["outputs"],
                                                             row["warm_retrieval"]["outputs"], strict=False))
@@ -330,21 +345,26 @@ def size_section(src: Path, n: int, tmp: Path, retrieval: list[str], *, quick: b
                                          len(row["warm_retrieval"]["outputs"]))
         expected = {retrieval[i % len(retrieval)]: o for i, o in enumerate(row["warm_retrieval"]["outputs"])}
         # first volunteer after a capture
-        cap_s, first_s, first_call_s = [], [], []
+        cap_s, first_s, first_call_s, first_call_server = [], [], [], []
         for i in range(3 if quick else 5):
             cap_s.append(svc.capture(i))
             r = spawn_hook(db, retrieval[i % len(retrieval)], i)
             first_s.append(r["s"])
             svc.capture(100 + i)  # and the service side alone: one socket call right after a capture
+            since = svc.status().get("hook_count", 0)
             first_call_s.append(svc.volunteer_call(retrieval[(i + 7) % len(retrieval)]))
+            first_call_server.append(svc.server_times(since).get("total_ms", {}).get("p50"))
         row["capture_s"] = _summary(cap_s)
         row["first_after_capture"] = _summary(first_s)
         row["first_call_after_capture"] = _summary(first_call_s)
+        row["first_call_after_capture_server_ms"] = first_call_server
         row["cache_refresh_s"] = svc.status().get("last_cache_refresh_s")
         if load:
             echo(f"load test at {n:,} points: 8 clients x {load_seconds:.0f} s, capture every 5 s")
+            since = svc.status().get("hook_count", 0)
             row["load"] = load_test(db, svc, retrieval, expected, clients=8, seconds=load_seconds,
                                     capture_every=5.0)
+            row["load"]["server"] = svc.server_times(since)
         st = svc.status()
         row["service_rss_end_bytes"] = st.get("rss_bytes")
         row["service_requests"] = st.get("requests")
@@ -441,26 +461,70 @@ def first_volunteer_after_capture(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "target_ms": FIRST_VOLUNTEER_TARGET_MS, "met": hook is not None and hook <= FIRST_VOLUNTEER_TARGET_MS}
 
 
+WARM_P50_TARGET_MS = 60  # warm retrieval hook at the largest store
+WARM_P95_TARGET_MS = 100
+WARM_P50_BEFORE_MS = {1000: 36, 10_000: 47}  # the previous run's warm p50 at the smaller stores: no slower
+LOAD_RETRIEVAL_P95_TARGET_MS = 500
+FIRST_CALL_TARGET_MS = 100  # the service's socket call right after a capture
+
+
+def _part(server: dict[str, Any], field: str, stat: str) -> str:
+    v = (server.get(field) or {}).get(stat)
+    return "n/a" if v is None else f"{v:.0f} ms"
+
+
+def _server_text(server: dict[str, Any] | None, stat: str) -> str:
+    """The service-side parts of a hook (from its status samples), e.g. "service p50 40 ms = lock wait 0 ms +
+    query encode 25 ms + search and why-blocks 15 ms"."""
+    if not server or not server.get("n"):
+        return "no service-side samples"
+    return (f"service {stat} {_part(server, 'total_ms', stat)} (n={server['n']}): lock wait "
+            f"{_part(server, 'lock_wait_ms', stat)}, query encode {_part(server, 'encode_ms', stat)}, search and "
+            f"why-blocks {_part(server, 'search_why_ms', stat)}")
+
+
 def levels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The expected levels, each judged on the measured rows, with the measured breakdown beside it (hook
+    spawn-to-JSON; the no-store courtesy hook through the same service = spawn, client and socket; the service's
+    own per-part times from its status samples)."""
     out = []
     big = max(rows, key=lambda r: r["points"])
     small = min(rows, key=lambda r: r["points"])
     w = big.get("warm_retrieval") or {}
-    out.append({"level": f"warm retrieval hook p50 <= 150 ms at {big['points']:,} points",
-                "measured": f"p50 {w.get('p50_ms', float('nan')):.0f} ms", "met": (w.get("p50_ms") or 1e9) <= 150})
-    out.append({"level": f"warm retrieval hook p95 <= 300 ms at {big['points']:,} points",
-                "measured": f"p95 {w.get('p95_ms', float('nan')):.0f} ms", "met": (w.get("p95_ms") or 1e9) <= 300})
+    wc = big.get("warm_courtesy") or {}
+    srv = big.get("warm_retrieval_server")
+    out.append({"level": f"warm retrieval hook p50 <= {WARM_P50_TARGET_MS} ms at {big['points']:,} points",
+                "measured": f"p50 {_ms(w.get('p50_ms'))}; courtesy hook through the service (spawn, client, "
+                            f"socket, no store) p50 {_ms(wc.get('p50_ms'))}; {_server_text(srv, 'p50')}",
+                "met": (w.get("p50_ms") or 1e9) <= WARM_P50_TARGET_MS})
+    out.append({"level": f"warm retrieval hook p95 <= {WARM_P95_TARGET_MS} ms at {big['points']:,} points",
+                "measured": f"p95 {_ms(w.get('p95_ms'))}; courtesy hook p95 {_ms(wc.get('p95_ms'))}; "
+                            f"{_server_text(srv, 'p95')}",
+                "met": (w.get("p95_ms") or 1e9) <= WARM_P95_TARGET_MS})
+    for r in rows:
+        before = WARM_P50_BEFORE_MS.get(r["points"])
+        if before is None or r is big:
+            continue
+        wr = r.get("warm_retrieval") or {}
+        out.append({"level": f"warm retrieval hook p50 <= {before} ms at {r['points']:,} points (no slower than "
+                             "before)",
+                    "measured": f"p50 {_ms(wr.get('p50_ms'))}; courtesy hook p50 "
+                                f"{_ms((r.get('warm_courtesy') or {}).get('p50_ms'))}; "
+                                f"{_server_text(r.get('warm_retrieval_server'), 'p50')}",
+                    "met": (wr.get("p50_ms") or 1e9) <= before})
     c = small.get("cold_retrieval") or {}
     out.append({"level": f"cold retrieval hook (no service) <= 2 s at {small['points']:,} points",
                 "measured": f"p50 {c.get('p50_ms', float('nan')):.0f} ms, max {c.get('max_ms', float('nan')):.0f} ms",
                 "met": (c.get("p50_ms") or 1e9) <= 2000})
-    load = big.get("load")
-    if load:
-        out.append({"level": "zero errors under 8 concurrent hook clients with a capture every 5 s",
-                    "measured": f"{load['errors']} errors in {load['hooks']} hooks, {load['capture_errors']} "
-                                f"failed captures of {load['captures']}",
-                    "met": load["errors"] == 0 and load["capture_errors"] == 0})
     fv = first_volunteer_after_capture(rows)
+    fcs = [x for x in big.get("first_call_after_capture_server_ms") or [] if x is not None]
+    out.append({"level": f"first service call after a capture <= {FIRST_CALL_TARGET_MS} ms at {fv['points']:,} "
+                         "points (one hook_volunteer socket call right after the capture returned)",
+                "measured": f"p50 {_ms(fv['service_call_p50_ms'])} / max {_ms(fv['service_call_max_ms'])}; of which "
+                            f"in the service p50 {_ms(statistics.median(fcs) if fcs else None)}; the capture "
+                            f"itself p50 {_ms(fv['capture_p50_ms'])} incl. the cache refresh (last refresh "
+                            f"{_ms(fv['cache_refresh_ms'])})",
+                "met": (fv["service_call_p50_ms"] or 1e9) <= FIRST_CALL_TARGET_MS})
     out.append({"level": f"first volunteer after a capture <= {fv['target_ms']} ms at {fv['points']:,} points, "
                          "through the service as a harness runs it (hook spawn to JSON)",
                 "measured": f"hook p50 {_ms(fv['hook_p50_ms'])} / max {_ms(fv['hook_max_ms'])}; qualified: the "
@@ -468,6 +532,23 @@ def levels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                             f"{_ms(fv['service_call_max_ms'])}; the capture itself p50 {_ms(fv['capture_p50_ms'])} "
                             f"incl. the cache refresh (last refresh {_ms(fv['cache_refresh_ms'])})",
                 "met": fv["met"]})
+    load = big.get("load")
+    if load:
+        lr, ls = load.get("retrieval") or {}, load.get("server") or {}
+        caps = sorted(load.get("capture_s") or [])
+        cap_p50 = 1000 * statistics.median(caps) if caps else None
+        out.append({"level": f"retrieval hook p95 <= {LOAD_RETRIEVAL_P95_TARGET_MS} ms under "
+                             f"{load['clients']} concurrent hook clients with a capture every 5 s",
+                    "measured": f"p95 {_ms(lr.get('p95_ms'))} (p50 {_ms(lr.get('p50_ms'))}, courtesy p95 "
+                                f"{_ms((load.get('courtesy') or {}).get('p95_ms'))}); {_server_text(ls, 'p95')}; "
+                                f"{ls.get('snapshot', 0)} answered during a write from the pre-write caches; the "
+                                f"capture CLI p50 {_ms(cap_p50)}",
+                    "met": (lr.get("p95_ms") or 1e9) <= LOAD_RETRIEVAL_P95_TARGET_MS})
+        out.append({"level": "zero errors under 8 concurrent hook clients with a capture every 5 s",
+                    "measured": f"{load['errors']} errors in {load['hooks']} hooks (a hook answered past "
+                                f"MEMSIM_HOOK_TIMEOUT counts as one), {load['capture_errors']} failed captures of "
+                                f"{load['captures']}",
+                    "met": load["errors"] == 0 and load["capture_errors"] == 0})
     rss = big.get("service_rss_end_bytes")
     out.append({"level": f"service memory <= 1 GB at {big['points']:,} points",
                 "measured": f"{rss / 2**20:.0f} MiB RSS" if rss else "n/a", "met": bool(rss) and rss <= 1e9})
@@ -501,6 +582,20 @@ def render_markdown(p: dict[str, Any]) -> str:
              (r.get("first_call_after_capture") or {}).get("p50_ms"), 1000 * (r.get("cache_refresh_s") or 0),
              f"{r.get('cold_equals_warm')}/{r.get('cold_equals_warm_of')}"] for r in rows]
     lines += ["## Service", "", md_table(hdr, body, ".1f"), ""]
+    parts = [("total_ms", "total"), ("lock_wait_ms", "lock wait"), ("encode_ms", "query encode"),
+             ("search_why_ms", "search + why-blocks")]
+    body = []
+    for r in rows:
+        for label, srv in (("warm", r.get("warm_retrieval_server")), ("load", (r.get("load") or {}).get("server"))):
+            if srv and srv.get("n"):
+                body.append([f"{r['points']:,}", label, srv["n"], srv.get("snapshot", 0)]
+                            + [(srv.get(f) or {}).get(st) for f, _ in parts for st in ("p50", "p95")])
+    if body:
+        lines += ["## Inside the service: a retrieval hook's parts", "",
+                  "The service's own time per retrieval hook (from its status samples), ms; \"during write\" = "
+                  "answered from the pre-write caches while a write held the store.", "",
+                  md_table(["points", "phase", "n", "during write"]
+                           + [f"{lab} {st}" for _, lab in parts for st in ("p50", "p95")], body, ".1f"), ""]
     for r in rows:
         ld = r.get("load")
         if not ld:
@@ -551,8 +646,9 @@ def figure(p: dict[str, Any]) -> Any:
         if leg:
             ax.scatter([r_i + 1.5 * width], [leg], marker="x", color="crimson", zorder=5,
                        label="legacy retrieval (typer + sentence-transformers)")
-    ax.axhline(150, color="grey", ls="--", lw=1)
-    ax.text(len(rows) - 0.5, 160, "150 ms", color="grey", ha="right", fontsize=8)
+    ax.axhline(WARM_P50_TARGET_MS, color="grey", ls="--", lw=1)
+    ax.text(len(rows) - 0.5, WARM_P50_TARGET_MS * 1.07, f"{WARM_P50_TARGET_MS} ms", color="grey", ha="right",
+            fontsize=8)
     ax.set_yscale("log")
     top = max([(r.get(k) or {}).get("p95_ms") or 0 for r in rows for k in (*[s[0] for s in series],
                                                                                "legacy_retrieval")] + [1000])

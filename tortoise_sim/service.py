@@ -74,6 +74,8 @@ WRITE_OPS = frozenset({"hook_session_end", "capture", "checkpoint", "diary_write
 READ_DEADLINE_S = 10.0  # a client has this long to send its whole request line (one sendall on loopback)
 MAX_CONNECTIONS = 32  # connections served at once; one more gets a "busy" error frame and is closed
 READ_MODES = ("snapshot", "wait")
+HOOK_SAMPLES = 4096  # server-side times of the last retrieval hooks, for ``status`` with ``samples=True``
+HOOK_SAMPLE_FIELDS = ("total_ms", "lock_wait_ms", "encode_ms", "search_why_ms", "snapshot")
 
 
 class _CacheMiss(Exception):
@@ -324,6 +326,9 @@ class TortoiseService:
         self.writes = 0
         self.last_refresh_s: float | None = None
         self.snapshot_reads = 0  # retrieval hooks answered from the caches while a write was in flight
+        self.hook_samples: list[list[Any]] = []  # HOOK_SAMPLE_FIELDS of the last HOOK_SAMPLES retrieval hooks
+        self.hook_count = 0
+        self._tls = threading.local()  # per-request encode time
         self._view: _CacheView | None = None  # the caches as the write in flight found them (None: no such write)
         self._stopping = threading.Event()
 
@@ -347,6 +352,17 @@ class TortoiseService:
             from threadpoolctl import threadpool_limits
 
             threadpool_limits(1)  # after numpy is loaded, so its OpenBLAS is found
+        store = self.sim.store
+        embed = store.embed
+
+        def timed_embed(texts: Any) -> Any:  # the query encode's share of a hook, for status
+            t0 = time.perf_counter()
+            try:
+                return embed(texts)
+            finally:
+                self._tls.encode_s = getattr(self._tls, "encode_s", 0.0) + time.perf_counter() - t0
+
+        store.embed = timed_embed
 
     def warm(self) -> None:
         """Load the encoder and build the caches before the first hook arrives."""
@@ -546,7 +562,7 @@ class TortoiseService:
     def op_ping(self) -> dict[str, Any]:
         return {"pong": True, "pid": os.getpid(), "v": PROTOCOL_VERSION}
 
-    def op_status(self) -> dict[str, Any]:
+    def op_status(self, samples: bool = False) -> dict[str, Any]:
         store = self.sim.store if self.sim is not None else None
         cache = getattr(store, "_search_cache", None)
         return {"pid": os.getpid(), "db": str(self.db.resolve()), "socket": self.sock, "protocol": PROTOCOL_VERSION,
@@ -554,7 +570,9 @@ class TortoiseService:
                 "writes": self.writes, "rss_bytes": rss_bytes(), "embedder": self.embedder, "preset": self.preset,
                 "cached_points": getattr(cache, "n", None), "write_seq": getattr(store, "write_seq", None),
                 "last_cache_refresh_s": self.last_refresh_s, "read_during_write": self.read_during_write,
-                "snapshot_reads": self.snapshot_reads}
+                "snapshot_reads": self.snapshot_reads, "hook_count": self.hook_count,
+                **({"hook_sample_fields": list(HOOK_SAMPLE_FIELDS), "hook_samples": list(self.hook_samples)}
+                   if samples is True else {})}
 
     def op_shutdown(self) -> dict[str, Any]:
         self.request_shutdown()
@@ -569,14 +587,37 @@ class TortoiseService:
         def pipeline(window: list[dict[str, str]]) -> dict[str, Any]:
             if not has_intent(window[-1]["content"]):
                 return run_volunteer_pipeline(None, window)  # returns before any store access (TOR-38)
-            if self.lock.locked():  # a write may be in flight: its pre-write caches answer, ordered before it
-                done, out = self._read_during_write(lambda view: run_volunteer_pipeline(view, window))
-                if done:
-                    return out
-            return self._store_op(lambda sim: run_volunteer_pipeline(sim.store, window), False)
+            t0 = time.perf_counter()
+            span = {"start": t0, "snapshot": False}
+            self._tls.encode_s = 0.0
+
+            def run(store: Any) -> dict[str, Any]:
+                span["start"] = time.perf_counter()
+                return run_volunteer_pipeline(store, window)
+
+            try:
+                if self.lock.locked():  # a write may be in flight: its pre-write caches answer, ordered before it
+                    done, out = self._read_during_write(run)
+                    if done:
+                        span["snapshot"] = True
+                        return out
+                return self._store_op(lambda sim: run(sim.store), False)
+            finally:
+                self._note_hook(t0, span, getattr(self._tls, "encode_s", 0.0))
 
         out, _ = hook_volunteer_turn(stdin, harness, volunteer=pipeline)
         return {"stdout": out}
+
+    def _note_hook(self, t0: float, span: dict[str, Any], encode_s: float) -> None:
+        """One retrieval hook's server-side times (ms): total, waiting for the store, query encode, the rest of
+        the pipeline (search, why-blocks, block); the last ``HOOK_SAMPLES`` are in ``status``."""
+        end = time.perf_counter()
+        row = [round(1000 * (end - t0), 3), round(1000 * (span["start"] - t0), 3), round(1000 * encode_s, 3),
+               round(1000 * (end - span["start"] - encode_s), 3), bool(span["snapshot"])]
+        with self._count_lock:
+            self.hook_samples.append(row)
+            self.hook_count += 1
+            del self.hook_samples[:-HOOK_SAMPLES]
 
     def op_hook_session_start(self) -> dict[str, Any]:
         from .hooks import hook_session_start
