@@ -79,9 +79,9 @@ def _write_turns(store: TortoiseStore, sid: str, turns: list[dict[str, str]], n_
         if analysed:
             store.execute("MATCH (s:Session {id:$s}) SET s.capture_redactions = $r", {"s": sid, "r": redactions})
         tids = [f"{sid}_t{i}" for i in range(len(texts))]
-        prior = {r["id"]: (r["h"], r["e"]) for r in store.query(
-            "MATCH (p:Point) WHERE p.id IN $ids RETURN p.id AS id, p.content_hash AS h, p.embedding AS e",
-            {"ids": tids})}
+        prior = {r["id"]: (r["h"], r["e"]) for r in store.by_ids(
+            tids, "MATCH (p:Point {id:$id}) RETURN p.id AS id, p.content_hash AS h, p.embedding AS e",
+            "MATCH (p:Point) WHERE p.id IN $ids RETURN p.id AS id, p.content_hash AS h, p.embedding AS e")}
         rows = []
         for tid, text, vec, turn in zip(tids, texts, vecs, turns, strict=True):
             h = sha256_hex(text)
@@ -178,7 +178,8 @@ def _session_event_and_source(store: TortoiseStore, sid: str, turns: list[dict[s
             "e.startedAt = $now, e.endedAt = $now, e.sessionId = $s, e.is_episodic = true",
             {"e": eid, "name": f"session_{sid}", "now": now, "s": sid})
         if point_ids:
-            store.execute("MATCH (p:Point) WHERE p.id IN $ids SET p.eventId = $e", {"ids": point_ids, "e": eid})
+            store.by_ids(point_ids, "MATCH (p:Point {id:$id}) SET p.eventId = $e",
+                         "MATCH (p:Point) WHERE p.id IN $ids SET p.eventId = $e", {"e": eid})
         store.execute(
             "MERGE (src:Source {url:$u}) ON CREATE SET src.ingestedAt = $now "
             "SET src.sourceKind = 'agentSession', src.sessionId = $s, src.capturedAt = $now, "

@@ -85,9 +85,11 @@ from .embed import EMBED_DIM, HashingEncoder, MiniLMEncoder, cut_words
 from .errors import FaultInjected, TortoiseError
 
 __all__ = ["TortoiseStore", "StepClock", "StoreFull", "POINT_COLUMNS", "READ_TERMINAL", "SCHEMA_VERSION", "iso",
-           "DEFAULT_BUFFER_POOL"]
+           "DEFAULT_BUFFER_POOL", "ID_IO", "KEYED_MAX"]
 
 DEFAULT_BUFFER_POOL = 1 << 30
+ID_IO = ("keyed", "listed")  # see TortoiseStore.by_ids
+KEYED_MAX = 16
 
 
 class StoreFull(TortoiseError, RuntimeError):
@@ -291,6 +293,7 @@ class TortoiseStore:
         else:
             self.db = kuzu.Database(":memory:", **sizes)
         self.write_seq = 0  # see _CountingConnection
+        self.id_io = "keyed"  # see by_ids
         self._kuzu_conn = kuzu.Connection(self.db)
         self.conn: Any = _CountingConnection(self._kuzu_conn, self)
         self.clock: Callable[[], datetime] = clock or _system_clock
@@ -366,6 +369,25 @@ class TortoiseStore:
 
     def execute(self, cypher: str, params: dict[str, Any] | None = None) -> None:
         self.conn.execute(cypher, params or {})
+
+    def by_ids(self, ids: Sequence[str], keyed: str, listed: str,
+               params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """One statement over a few Points named by id, in either of two equivalent forms: ``keyed`` binds
+        ``$id`` in a primary-key pattern (``MATCH (n:Point {id:$id}) ...``) and runs once per distinct id, rows
+        concatenated; ``listed`` filters ``n.id IN $ids`` in one statement. Kuzu answers the keyed form from the
+        primary-key index and the listed one by scanning every Point, so ``id_io="keyed"`` (default) uses the
+        keyed form for up to ``KEYED_MAX`` ids and ``id_io="listed"`` (the previous path) always the listed one.
+        The caller's statements must give the same rows (as a multiset) and writes either way."""
+        params = dict(params or {})
+        ids = list(ids)
+        if self.id_io not in ID_IO:
+            raise ValueError(f"id_io must be one of {', '.join(ID_IO)}, not {self.id_io!r}")
+        if self.id_io == "keyed" and len(ids) <= KEYED_MAX:
+            out: list[dict[str, Any]] = []
+            for i in dict.fromkeys(ids):
+                out.extend(self.query(keyed, {**params, "id": i}))
+            return out
+        return self.query(listed, {**params, "ids": ids})
 
     def bulk_load(self, cypher: str, table: Any, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Run ``LOAD FROM tbl ...`` over a pyarrow table (Kuzu scans the caller's local ``tbl``): the bulk
@@ -795,18 +817,19 @@ class TortoiseStore:
             )[0]["v"])
             if not ids:
                 return epoch
-            co = self.query(
+            co = self.by_ids(
+                ids,
+                f"MATCH (n:Point)-[:IMPL|NAND]->(x:Point {{id:$id}}) WHERE {_OPERATOR} "
+                "MATCH (n)-[:IMPL|NAND]->(y:Point) RETURN DISTINCT y.id AS id",
                 f"MATCH (n:Point)-[:IMPL|NAND]->(x:Point) WHERE {_OPERATOR} AND x.id IN $ids "
                 "MATCH (n)-[:IMPL|NAND]->(y:Point) RETURN DISTINCT y.id AS id",
-                {"ids": ids},
             )
             dirty = list(dict.fromkeys(ids + [r["id"] for r in co]))
-            self.execute(
-                "MATCH (n:Point) WHERE n.id IN $ids SET n.ep_dirty = true, n.ep_dirty_at = $e",
-                {"ids": dirty, "e": epoch},
-            )
-        existing = {r["id"] for r in self.query("MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id",
-                                                {"ids": dirty})}
+            self.by_ids(
+                dirty, "MATCH (n:Point {id:$id}) SET n.ep_dirty = true, n.ep_dirty_at = $e",
+                "MATCH (n:Point) WHERE n.id IN $ids SET n.ep_dirty = true, n.ep_dirty_at = $e", {"e": epoch})
+        existing = {r["id"] for r in self.by_ids(dirty, "MATCH (n:Point {id:$id}) RETURN n.id AS id",
+                                                 "MATCH (n:Point) WHERE n.id IN $ids RETURN n.id AS id")}
         self.dirty_roots.update(i for i in dirty if i in existing)
         return epoch
 

@@ -11,6 +11,7 @@ from tests.tortoise_sim.simkit import make_sim
 from tests.tortoise_sim.test_search_cache import _incremental_ops, _text
 from tortoise_sim.capture import execute_embed
 from tortoise_sim.priors import PRIOR_MODES, prior_ids, prior_index_for
+from tortoise_sim.store import ID_IO, KEYED_MAX
 from tortoise_sim.text import normalise_content
 
 
@@ -82,24 +83,36 @@ def _session(sim, rng, i, stored):
     return sim.capture_session(turns, session_id=f"cap-{i % 4}")
 
 
-def test_captures_write_the_same_graph_with_index_and_scan_priors():
+def test_captures_write_the_same_graph_with_index_and_scan_priors_and_keyed_and_listed_id_io():
+    """Every combination of the admission priors mode and the store's id statements (``by_ids``) gives the same
+    responses, graph and feed; operators make ``mark_dirty`` follow co-inputs; a long window takes the listed
+    form even under ``id_io="keyed"``."""
     results = {}
     for mode in PRIOR_MODES:
-        rng = random.Random(11)
-        sim = make_sim()
-        sim.store.admission_priors = mode
-        stored = [sim.create_point("statement", _text(rng), status="live")["content"] for _ in range(10)]
-        resp = []
-        for i in range(8):
-            resp.append(_session(sim, rng, i, stored))
-            if i % 3 == 1:
-                stored.append(sim.create_point("decision", _text(rng))["content"])
-            if i == 5:
-                resp.append(sim.commit_payload({"session_id": "commit", "points": [{"content": stored[0]},
-                                                                           {"content": "a brand new point"}]}))
-        results[mode] = (resp, _dump(sim.store))
-        assert any("consolidated_noop" in w for r in resp for w in r.get("warnings", []))
-    assert results["index"] == results["scan"]
+        for id_io in ID_IO:
+            rng = random.Random(11)
+            sim = make_sim()
+            sim.store.admission_priors = mode
+            sim.store.id_io = id_io
+            made = [sim.create_point("statement", _text(rng), status="live") for _ in range(10)]
+            stored = [r["content"] for r in made]
+            sim.create_operator("IMPL", made[0]["id"], [made[1]["id"], made[2]["id"]])
+            resp = []
+            for i in range(8):
+                resp.append(_session(sim, rng, i, stored))
+                if i % 3 == 1:
+                    stored.append(sim.create_point("decision", _text(rng))["content"])
+                    sim.store.mark_dirty([made[1]["id"], made[3]["id"]])
+                if i == 5:
+                    resp.append(sim.commit_payload({"session_id": "commit", "points": [
+                        {"content": stored[0]}, {"content": "a brand new point"}]}))
+            long = [{"role": "user", "content": f"decision: {_text(rng)} {k}"} for k in range(KEYED_MAX + 3)]
+            resp.append(sim.capture_session(long, session_id="long"))
+            resp.append(sim.capture_session(long[:3], session_id="long"))  # re-capture: the surplus sweep
+            results[(mode, id_io)] = (resp, _dump(sim.store), sorted(sim.store.dirty_roots))
+            assert any("consolidated_noop" in w for r in resp for w in r.get("warnings", []))
+    first = results[("scan", "listed")]
+    assert all(v == first for v in results.values())
 
 
 def test_unknown_prior_mode_is_refused():
