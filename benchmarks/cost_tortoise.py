@@ -16,7 +16,7 @@ not built: its p50/p95 are **extrapolated** linearly in the number of points fro
 says so.
 
 ``python -m benchmarks.cost_tortoise [out_dir]`` re-measures only this section and rewrites
-``cost.{json,md,png}`` in ``out_dir`` (default: the ``bench`` run folder, ./memsim-results/bench) via ``benchmarks.cost.rerender``; the
+``cost.{json,md,png}`` in ``out_dir`` (default: the ``bench`` run folder, ./memsim-results/bench) via ``benchmarks.cost.rerun_tortoise``; the
 other sections' numbers are kept as they were measured.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import percentile
-from harness.worlds import CBRWorld
+from benchmarks.worlds import CBRWorld
 
 
 class PrecomputedMiniLM:
@@ -158,48 +158,11 @@ def cache_note(rows: list[dict[str, Any]]) -> str:
             f"the timed calls: {fb}.")
 
 
-def rerun(out_dir: Path, sizes: list[int] | None = None, build_budget_s: float = 900.0) -> list[Path]:
-    """Re-measure only the Tortoise section into ``out_dir/cost.json`` and re-render ``cost.{json,md,png}``.
-
-    The previous rows are kept under ``tortoise.before`` (with the note saying what changed)."""
-    import datetime
-    import json
-    import tempfile
-
-    from benchmarks import cost
-    from benchmarks.common import set_torch_threads
-
-    set_torch_threads(1)
-    path = out_dir / "cost.json"
-    payload = json.loads(path.read_text(encoding="utf-8"))
-    seed = int(payload.get("meta", {}).get("seeds", {}).get("world", 0))
-    old = payload.get("tortoise") or {}
-    with tempfile.TemporaryDirectory() as td:
-        new = tortoise_section(sizes or [1000, 10_000, 100_000], quick=False, seed=seed, tmp=Path(td),
-                               track=lambda it, description="", total=None: it, build_budget_s=build_budget_s)
-    before = old.get("before") or [
-        {k: r.get(k) for k in ("points", "p50_ms", "p95_ms", "how")} for r in old.get("rows", [])]
-    new["before"] = before
-    new["measured_utc"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    if before:
-        was = "; ".join(f"{r['points']:,}: p50 {r['p50_ms']:.0f} ms / p95 {r['p95_ms']:.0f} ms"
-                        + (" (extrapolated)" if "extrapolated" in str(r.get("how")) else "") for r in before)
-        new["note"] = ((new.get("note") + " ") if new.get("note") else "") + (
-            "Re-measured alone (python -m benchmarks.cost_tortoise) after the exact per-process search and "
-            "why-block caches (SimConfig.search_cache, tests/tortoise_sim/test_search_cache.py) and the bulk "
-            f"loader landed; other sections unchanged. Before (per-call Kuzu scans, create_point build): {was}.")
-    extra = cache_note(new.get("rows", []))
-    if extra:
-        new["note"] = f"{new['note']} {extra}" if new.get("note") else extra
-    payload["tortoise"] = new
-    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return cost.rerender(out_dir)
-
-
 if __name__ == "__main__":
     import sys
 
     from benchmarks.common import default_out_dir
+    from benchmarks.cost import rerun_tortoise
 
-    for p in rerun(Path(sys.argv[1]) if len(sys.argv) > 1 else default_out_dir()):
+    for p in rerun_tortoise(Path(sys.argv[1]) if len(sys.argv) > 1 else default_out_dir()):
         print(p)

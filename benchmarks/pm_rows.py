@@ -81,7 +81,7 @@ def pm_selector_rows(world: Any, bank: Any, queries: Any, qrels: Any, *, seed: i
     except ImportError as exc:
         raise PMUnavailable(f"agentfly_sim driver/trainer not available ({exc})") from None
 
-    from harness.worlds.cbr_agents import WorldPlanner
+    from benchmarks.worlds.cbr_agents import WorldPlanner
 
     n_burn = 3 if quick else 60
     n_fam = 6 if quick else 100

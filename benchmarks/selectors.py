@@ -30,7 +30,7 @@ import numpy as np
 from benchmarks import rankers
 from benchmarks.common import machine_description, md_table, meta_block, set_torch_threads, write_results
 from benchmarks.metrics import evaluate_run
-from harness.worlds import CBRWorld
+from benchmarks.worlds import CBRWorld
 
 DEPTH = 100
 METRIC_COLS = ("R@1", "R@4", "R@8", "P@8", "nDCG@10", "MRR", "neg_share@8")

@@ -10,7 +10,7 @@ Sections:
   process died or stopped answering), acknowledged captures lost (every capture the service answered ``ok`` is
   looked up in the store after the run), what each hostile client got back, and the latency of the good clients
   (p50 / p95 / max per request kind, and how many took longer than the hook's default timeout).
-- **kill -9**: the kill runner's service plans (:mod:`harness.crash_kill_service`): the service SIGKILLed in the
+- **kill -9**: the kill runner's service plans (:mod:`harness.reliability.kill_service`): the service SIGKILLed in the
   middle of a capture, the store reopened by a fresh process, acknowledged captures lost.
 - **in-memory capacity**: 1,000 small sessions captured into ``Tortoise(None)`` in a child process (a Kuzu crash
   would show as a signal exit): captured, or memsim's ``StoreFull`` error, and the time taken.
@@ -365,8 +365,8 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
         good: int | None = None, hostile: int | None = None, time_limit_s: float | None = None,
         capacity_sessions: int | None = None) -> list[Path]:
     """The three sections; ``quick`` = 120 good + 120 hostile requests within 90 s, 300 in-memory sessions."""
-    from harness.crash_kill import kill_run
-    from harness.crash_kill_service import SERVICE_KILL_PLANS
+    from harness.reliability.kill import kill_run
+    from harness.reliability.kill_service import SERVICE_KILL_PLANS
 
     track = track or (lambda it, description="", total=None: it)
     good = good or (120 if quick else 600)

@@ -352,7 +352,7 @@ def _selectors_cell(seed: int, config: dict[str, Any], size: dict[str, Any]) -> 
     from benchmarks import rankers
     from benchmarks import selectors as sel
     from benchmarks.metrics import evaluate_run
-    from harness.worlds import CBRWorld
+    from benchmarks.worlds import CBRWorld
 
     steps = [s for s in SELECTOR_STEPS if s in config["selectors"]]
     if "rrf" in steps and not {"bm25", "np_mean"} <= set(steps):
@@ -408,7 +408,7 @@ def _selectors_cell(seed: int, config: dict[str, Any], size: dict[str, Any]) -> 
 def _cbr_cell(seed: int, config: dict[str, Any], size: dict[str, Any]) -> list[dict[str, Any]]:
     """One arm of the CBR loop on the world of ``seed``, as ``memsim bench cbr-loop`` runs it."""
     from benchmarks import cbr_loop as cbr
-    from harness.worlds import CBRWorld
+    from benchmarks.worlds import CBRWorld
 
     arm = str(config["arm"])
     if arm not in cbr.LABELS:

@@ -585,7 +585,7 @@ def agf_17(ctx: ClaimContext) -> Observation:
     set_threads()
     from typer.testing import CliRunner
 
-    from harness.commands.agentfly import app
+    from harness.cli.agentfly import app
 
     pool = write_rows(ctx.tmp_path / "pool.jsonl", pm_rows(["positive", "negative"] * 3))
     ck = untrained_checkpoint(0)

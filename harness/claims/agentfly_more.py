@@ -268,7 +268,7 @@ def agf_28(ctx: ClaimContext) -> Observation:
     set_threads()
     from typer.testing import CliRunner
 
-    from harness.commands.agentfly import app
+    from harness.cli.agentfly import app
 
     qs = questions(2)
     empty = ScriptedExecutor(default=lambda q, sid: {"content": "", "tool_calls": None})

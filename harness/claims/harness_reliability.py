@@ -1,6 +1,6 @@
 """Reliability claims (REL-nn, design ``harness``): the loss windows the crash-point explorer measures, each
 beside a companion claim showing the named hardened option closing it. Every claim drives a design through its
-public API with the explorer's crash hook (``harness.crash``), restarts it from disk through its own loaders,
+public API with the explorer's crash hook (``harness.reliability.crash``), restarts it from disk through its own loaders,
 and reads what a user could inspect (files, rows, feed and journal). The full tables: ``memsim crash``.
 """
 
@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.claims import ClaimContext, Observation, claim
-from harness.crash import Check, Scenario, acked_before, clean_crash_points, crash_at, explore, find_scenario
+from harness.reliability.crash import (
+    Check,
+    Scenario,
+    acked_before,
+    clean_crash_points,
+    crash_at,
+    explore,
+    find_scenario,
+)
 
 
 def _crash_at(sc: Scenario, mode: str, root: Path, picks: list[tuple[str, str, int]]) -> dict[str, Check]:
@@ -227,7 +235,7 @@ def rel_09(ctx: ClaimContext) -> Observation:
        statement="Two processes submitting to one Fractal session lose updates: each saves its whole in-memory "
                  "copy, so the last save wins; FractalRuntime(session_lock=True) keeps every turn.")
 def rel_10(ctx: ClaimContext) -> Observation:
-    from harness.crash_concurrent import fractal_case
+    from harness.reliability.concurrent import fractal_case
 
     f, h = fractal_case("faithful", n=6, timeout=60), fractal_case("hardened", n=6, timeout=60)
     return Observation.from_checks({"faithful loses turns": f["lost_updates"] > 0,
@@ -240,7 +248,7 @@ def rel_10(ctx: ClaimContext) -> Observation:
        statement="Two AgentFly drivers on one bank both run every question (suppression is read once at start), "
                  "so cases and results are duplicated; the journal mode's lock and re-check admit each once.")
 def rel_11(ctx: ClaimContext) -> Observation:
-    from harness.crash_concurrent import agentfly_case
+    from harness.reliability.concurrent import agentfly_case
 
     f, h = agentfly_case("faithful", n=6, timeout=60), agentfly_case("hardened", n=6, timeout=60)
     return Observation.from_checks({"faithful duplicates cases": f["duplicates"] > 0,
@@ -256,7 +264,7 @@ def rel_11(ctx: ClaimContext) -> Observation:
                  "lost. Opening with store.open_with_retry (backoff, then a StoreLocked error naming the file) "
                  "waits for the holder instead: every hook call volunteers the point and every capture is stored.")
 def rel_12(ctx: ClaimContext) -> Observation:
-    from harness.crash_concurrent import tortoise_case
+    from harness.reliability.concurrent import tortoise_case
 
     n = 2 if ctx.quick else 3
     f, h = tortoise_case("faithful", n=n, timeout=120), tortoise_case("hardened", n=n, timeout=120)
@@ -289,7 +297,7 @@ def rel_12(ctx: ClaimContext) -> Observation:
        statement="Under a real SIGKILL (not a simulated exception) the AgentFly window reproduces and the journal "
                  "closes it, and a Tortoise process killed inside a Kuzu transaction reopens cleanly without it.")
 def rel_13(ctx: ClaimContext) -> Observation:
-    from harness.crash_kill import KILL_PLANS, kill_run
+    from harness.reliability.kill import KILL_PLANS, kill_run
 
     runs = [kill_run(p, timeout=90) for p in KILL_PLANS
             if (p.sequence, p.mode) in {("agentfly.pm", "faithful"), ("agentfly.pm", "hardened"),

@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from harness.commands.agentfly import app
+from harness.cli.agentfly import app
 
 runner = CliRunner()
 

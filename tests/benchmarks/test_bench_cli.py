@@ -8,7 +8,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli import app
+from harness.cli.main import app
 
 runner = CliRunner()
 

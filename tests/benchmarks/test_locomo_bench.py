@@ -10,7 +10,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from harness.cli import app
+from harness.cli.main import app
 from harness.faults import FaultInjected, FaultPlan
 from harness.workloads.locomo import find_locomo_path
 

@@ -15,7 +15,7 @@ from benchmarks.metrics import (
     reciprocal_rank,
     top_k_from_scores,
 )
-from harness.worlds import CBRWorld
+from benchmarks.worlds import CBRWorld
 
 
 def _trec_inputs(rankings, qrels):

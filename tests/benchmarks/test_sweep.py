@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from benchmarks import sweep
-from harness.cli import app
+from harness.cli.main import app
 
 runner = CliRunner()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli import app
+from harness.cli.main import app
 
 FIXTURE = Path(__file__).parent / "fixtures" / "replay_30.yaml"
 runner = CliRunner()

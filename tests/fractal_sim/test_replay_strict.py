@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fractal_sim.replay import ScriptError, parse_replay_script
-from harness.cli import app
+from harness.cli.main import app
 
 
 @pytest.mark.parametrize(("script", "where", "needle"), [

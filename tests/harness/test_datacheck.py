@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli import app
+from harness.cli.main import app
 from harness.datacheck import check_agentfly, check_locomo
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"

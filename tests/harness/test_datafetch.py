@@ -271,7 +271,7 @@ def test_the_pinned_agentfly_hashes_match_the_development_copies() -> None:
 
 # --------------------------------------------------------------------------------------------------- CLI
 def _cli(args: list[str]) -> object:
-    from harness.cli import app
+    from harness.cli.main import app
 
     return CliRunner().invoke(app, args)
 

@@ -69,7 +69,7 @@ def test_registry_discovers_harness_claims_and_filters() -> None:
 
 
 def test_cli_claims_writes_ledger_and_exit_codes(tmp_path: Path) -> None:
-    from harness.cli import app
+    from harness.cli.main import app
 
     runner = CliRunner()
     res = runner.invoke(app, ["claims", "--design", "harness", "--id", "HAR-02", "--out", str(tmp_path)])
@@ -83,7 +83,7 @@ def test_cli_claims_writes_ledger_and_exit_codes(tmp_path: Path) -> None:
 
 def test_cli_exits_nonzero_when_a_claim_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import harness.claims as claims_mod
-    from harness.cli import app
+    from harness.cli.main import app
 
     claims_mod.discover()
     monkeypatch.setitem(claims_mod._REGISTRY, "HAR-99",
@@ -94,7 +94,7 @@ def test_cli_exits_nonzero_when_a_claim_errors(tmp_path: Path, monkeypatch: pyte
 
 
 def test_every_command_has_help() -> None:
-    from harness.cli import app
+    from harness.cli.main import app
 
     runner = CliRunner()
     for args in (["--help"], ["claims", "--help"], ["version"], ["fractal", "--help"], ["agentfly", "--help"],

@@ -13,7 +13,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from harness.cli import app
+from harness.cli.main import app
 from harness.workloads.arms import ArmUnavailable, build_arm, load_arm_class, parse_arms
 from harness.workloads.base import ArmContext
 from harness.workloads.runner import run_conversation

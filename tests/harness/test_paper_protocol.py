@@ -338,7 +338,7 @@ def test_interrupted_write_leaves_nothing(tmp_path: Path) -> None:
 def test_cli_protocol_and_one_line_errors(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from harness.cli import app
+    from harness.cli.main import app
 
     f = tmp_path / "conv-t.json"
     f.write_text(json.dumps(conv_json()), encoding="utf-8")

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from benchmarks.common import RESULTS_DIR
-from harness.cli import app
+from harness.cli.main import app
 from harness.results_dir import RESULTS_ENV, default_out
 
 runner = CliRunner()
@@ -89,7 +89,7 @@ MAIN_ARGV = ("ep-scaling", "ep-engine")  # these call the script's main(argv), w
 
 
 def test_every_bench_command_is_covered_here():
-    from harness.commands.bench import app as bench_app
+    from harness.cli.bench import app as bench_app
 
     assert {c.name or c.callback.__name__ for c in bench_app.registered_commands} == set(BENCHES)
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from harness.commands.tortoise import app
+from harness.cli.tortoise import app
 
 
 def test_diary_read_refuses_negative_last_n_in_one_line(tmp_path):

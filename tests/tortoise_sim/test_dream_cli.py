@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from harness.commands.tortoise import app
+from harness.cli.tortoise import app
 from tortoise_sim import admission as adm
 from tortoise_sim.config import SimConfig
 from tortoise_sim.store import StepClock, TortoiseStore

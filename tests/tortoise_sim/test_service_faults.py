@@ -204,7 +204,7 @@ def test_session_start_without_a_store_prints_the_no_memory_line(short_dir):
     assert not db.exists() and not db.parent.exists()
     from typer.testing import CliRunner
 
-    from harness.commands.tortoise import app
+    from harness.cli.tortoise import app
 
     res = CliRunner().invoke(app, ["hook-session-start", "--db", str(db)])
     assert res.exit_code == 0 and res.output == NO_MEMORY_LINE + "\n"
@@ -372,8 +372,8 @@ def test_socket_folder_is_0700_and_socket_0600(short_dir, monkeypatch):
 def _serve(*args: str):
     from typer.testing import CliRunner
 
-    import harness.commands.tortoise_serve  # noqa: F401  (registers `serve`)
-    from harness.commands.tortoise import app
+    import harness.cli.tortoise_serve  # noqa: F401  (registers `serve`)
+    from harness.cli.tortoise import app
 
     return CliRunner().invoke(app, ["serve", *args])
 
@@ -417,7 +417,7 @@ def test_serve_detach_on_a_locked_store_prints_the_lock_reason(short_dir):
 def test_cli_command_names_a_socket_that_accepts_but_does_not_answer(short_dir, monkeypatch):
     from typer.testing import CliRunner
 
-    from harness.commands.tortoise import app
+    from harness.cli.tortoise import app
 
     sock = short_dir / "f.sock"
     monkeypatch.setenv("MEMSIM_TORTOISE_SOCKET", str(sock))

@@ -56,7 +56,7 @@ def test_sdk_and_cli_expose_the_option(tmp_path):
                                           spool_corrupt="quarantine"), clock=StepClock())
     assert sim.spool().corrupt == "quarantine"
     sim.close()
-    from harness.cli import app
+    from harness.cli.main import app
 
     root = tmp_path / "spool"
     _corrupt_entry(root)

@@ -88,11 +88,11 @@ def test_hook_never_raises():
 
 @pytest.fixture
 def cli(tmp_path, monkeypatch):
-    import harness.commands.tortoise as cmd
+    import harness.cli.tortoise as cmd
 
     monkeypatch.setattr(cmd._LazyEncoder, "encode", lambda self, texts: HashingEncoder().encode(texts))
     monkeypatch.setenv("MEMSIM_TORTOISE_DB", str(tmp_path / "cli.kuzu"))
-    from harness.cli import app
+    from harness.cli.main import app
 
     return CliRunner(), app
 

@@ -1,0 +1,381 @@
+"""``memsim bench ...``: the benchmarks (results in the ``bench`` run folder unless ``--out`` names another)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from harness.cli.boundary import check_output_dir, describe_error, fail
+
+app = typer.Typer(help="Benchmarks measured side by side in one run. Each writes <name>.{json,md,png} to --out "
+                       "(default ./memsim-results/bench, or $MEMSIM_RESULTS_DIR/bench); the committed results "
+                       "change only when --out names benchmarks/results. Four helpers run as scripts: python -m "
+                       "benchmarks.cost_tortoise [DIR] re-measures the Tortoise rows of a cost.json, python -m "
+                       "benchmarks.serve_breakdown STORE shows where the hook service's memory and time go, python "
+                       "-m benchmarks.report rebuilds benchmarks/RESULTS.md from the committed results, python -m "
+                       "benchmarks.readme_blocks re-renders the README's generated blocks from them.",
+                  no_args_is_help=True)
+console = Console(highlight=False)
+
+QuickOpt = Annotated[bool, typer.Option("--quick", help="Small sizes (about a minute); results go to --out like "
+                                                        "a full run's.")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Output directory (default ./memsim-results/bench, or "
+                                                          "$MEMSIM_RESULTS_DIR/bench).")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="World / sampling seed.")]
+ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")]
+
+
+def _finish(paths: list[Path]) -> None:
+    for p in paths:
+        console.print(f"wrote {p}")
+
+
+def _out_dir(out: Path | None) -> Path:
+    """``--out`` checked before any work, or the ``bench`` run folder (announced, so a user knows where to look)."""
+    from benchmarks.common import default_out_dir
+
+    out_dir = out or default_out_dir()
+    if out is None:
+        console.print(f"writing results to {out_dir} (the default run folder; --out to change)", soft_wrap=True)
+    return check_output_dir(out_dir)
+
+
+def _say(exc: BaseException) -> str:
+    """One line for a benchmark's error, not led by the exception's class name (a file named when known)."""
+    from rich.markup import escape
+
+    if isinstance(exc, OSError):
+        return escape(describe_error(exc) if exc.filename is not None else (exc.strerror or str(exc)))
+    return escape(str(exc) or exc.__class__.__name__)
+
+
+def _run(fn, out: Path | None, quick: bool, progress: bool, **kw) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.common import progress_bar
+
+    out_dir = _out_dir(out)
+    try:
+        with progress_bar(progress) as track:
+            paths = fn(out_dir, quick=quick, track=track, **kw)
+    except (OSError, ValueError) as exc:
+        raise fail(_say(exc)) from None
+    _finish(paths)
+
+
+@app.command()
+def selectors(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    cases: Annotated[int | None, typer.Option(min=20, help="Bank size (default 2000; quick 150).")] = None,
+    queries: Annotated[int | None, typer.Option(min=1, help="Number of queries (default 300; quick 15).")] = None,
+    data_dir: Annotated[Path | None, typer.Option(
+        help="AgentFly corpora folder for the corpus section (default: $MEMSIM_AGENTFLY_DATA, else the copy "
+             "`memsim data fetch agentfly` placed in the data folder; the section is skipped without it).")] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Rank the synthetic case bank with NP (pooler, mean), PM classifier rows, BM25, hybrid RRF, recency, random
+    and an oracle; Recall@1/4/8, nDCG@10, MRR, negative share of the top 8; plus the real-corpus section."""
+    from benchmarks import selectors as mod
+    from harness.datapaths import DataPathError, find_agentfly
+
+    try:  # a mistyped --data-dir is an error before the run, not a silently skipped section
+        find_agentfly(data_dir)
+    except DataPathError as exc:
+        raise fail(str(exc)) from None
+    _run(mod.run, out, quick, progress, seed=seed, n_cases=cases, n_queries=queries, data_dir=data_dir)
+
+
+@app.command("cbr-loop")
+def cbr_loop(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    rounds: Annotated[int | None, typer.Option(min=1, help="Rounds R (default 5; quick 2).")] = None,
+    per_round: Annotated[int | None, typer.Option(min=1, help="Questions per round (default 80; quick 6).")] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Learning curves of the NP and PM drivers (offline scripted planner and judge) vs no memory and an oracle,
+    plus a sweep of K in {1, 2, 4, 8, 16}. The planner is a scripted policy: curves show mechanism effects."""
+    from benchmarks import cbr_loop as mod
+
+    _run(mod.run, out, quick, progress, seed=seed, rounds=rounds, per_round=per_round)
+
+
+@app.command()
+def cost(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    progress: ProgressOpt = True,
+) -> None:
+    """Per-query latency as the bank grows (NP faithful/cached, numpy bound, FAISS, PM upstream/cached), Tortoise
+    volunteer latency on Kuzu, Fractal instruction and session-file growth; prints every measured ratio."""
+    from benchmarks import cost as mod
+
+    _run(mod.run, out, quick, progress, seed=seed, echo=console.print)
+
+
+@app.command()
+def locomo(
+    data: Annotated[Path | None, typer.Option("--data", help="LoCoMo file or folder, either layout (default: "
+                                                             "$MEMSIM_LOCOMO_DATA, else the locomo10.json `memsim "
+                                                             "data fetch locomo` placed in the data folder).")] = None,
+    conversation: Annotated[list[str] | None, typer.Option(
+        "--conversation", help="Sample id to run (repeatable, e.g. conv-26); default all loaded. With --quick, "
+                               "each named conversation runs cut short (none named: the first loaded).")] = None,
+    arms: Annotated[str | None, typer.Option(
+        "--arms", help="Comma-separated arms (full, last20, bm25, mean, hybrid, oracle, oracle-nodate, fractal, "
+                       "np-pooler, np-mean, pm, tortoise, tortoise-recorded, or an installed memsim.arms entry "
+                       "point) or all, baselines, designs, external; default all (with --protocol locomo-paper: default designs, 'none' for the "
+                       "retriever rows alone).")] = None,
+    arm_class: Annotated[list[str] | None, typer.Option(
+        "--arm-class", help="Your own arm, package.module:Class (importable; repeatable), run beside --arms behind "
+                            "the same arm protocol (see the docs page 'Bring your own arm').")] = None,
+    protocol: Annotated[str, typer.Option(
+        "--protocol", help="'designs': every arm's delivered vs stored evidence, tokens and time; 'locomo-paper': "
+                           "the LoCoMo paper's retrieval protocol (dialog, observation and summary units, its k "
+                           "grid and recall rule) beside the published table, plus the design arms at their own "
+                           "K.")] = "designs",
+    retrievers: Annotated[str | None, typer.Option(
+        "--retrievers", help="With --protocol locomo-paper: comma-separated bm25, minilm, hybrid, "
+                             "two-tower:QUERY_MODEL,CONTEXT_MODEL (local model folders); default "
+                             "bm25,minilm,hybrid.")] = None,
+    k: Annotated[list[int] | None, typer.Option("--k", min=1, help="Top-K of ranked arms (repeatable; default 4 "
+                                                                   "and 8).")] = None,
+    quick: QuickOpt = False,
+    lm: Annotated[str | None, typer.Option("--lm", help="dspy LM string: answer every probe from the delivered "
+                                                        "text and score LoCoMo token F1 (no answer scores "
+                                                        "without it).")] = None,
+    lm_base: Annotated[str | None, typer.Option("--lm-base", help="api_base for --lm (an OpenAI-compatible "
+                                                                  "server).")] = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, help="Conversations run at once, each in its own process (one torch thread each); "
+                                 "results are identical for any value, only times differ. Default 2 (the fastest "
+                                 "measured on two cores); 1 runs them one after the other in this process.")] = None,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    progress: ProgressOpt = True,
+) -> None:
+    """Real LoCoMo conversations through Fractal, AgentFly NP/PM, Tortoise and baselines: per arm what is stored,
+    what is delivered for each question (evidence recall), at how many tokens and how much time."""
+    if protocol not in ("designs", "locomo-paper"):
+        raise fail(f"unknown --protocol {protocol!r}; choose designs or locomo-paper")
+    if protocol == "locomo-paper" and arm_class:
+        raise fail("--arm-class applies to --protocol designs only")
+    if protocol == "locomo-paper":
+        _locomo_paper(data, conversation, arms, retrievers, k, quick, lm, out, seed, progress)
+        return
+    if retrievers is not None:
+        raise fail("--retrievers applies to --protocol locomo-paper only")
+    from benchmarks import locomo as mod
+    from harness.workloads.arms import load_arm_class, parse_arms
+    from harness.workloads.locomo import LocomoDataError, resolve_locomo_path
+
+    try:  # the arms and the data are checked (or refused) before any work starts
+        parse_arms(arms, quick)
+        for spec in arm_class or []:
+            load_arm_class(spec)
+        resolve_locomo_path(data)
+    except (LocomoDataError, ValueError) as exc:
+        from rich.markup import escape
+
+        raise fail(escape(str(exc))) from None
+    _run(mod.run, out, quick, progress, seed=seed, data=data, conversations=conversation, arms=arms,
+         k_values=tuple(k or (4, 8)), lm=lm, lm_base=lm_base, echo=console.print, arm_classes=arm_class,
+         **({"workers": workers} if workers is not None else {}))
+
+
+def _locomo_paper(data: Path | None, conversation: list[str] | None, arms: str | None, retrievers: str | None,
+                  k: list[int] | None, quick: bool, lm: str | None, out: Path | None, seed: int,
+                  progress: bool) -> None:
+    """``memsim bench locomo --protocol locomo-paper``: check the options, then run the paper protocol."""
+    from benchmarks import locomo_paper as paper
+    from harness.workloads.locomo import LocomoDataError, resolve_locomo_path
+    from harness.workloads.paper_protocol import parse_retrievers
+
+    if lm:
+        raise fail("--lm applies to --protocol designs only (the paper protocol scores retrieval, not answers)")
+    try:  # options and data are checked (or refused) before any work starts
+        resolve_locomo_path(data)
+        parse_retrievers(retrievers)
+        paper.parse_arm_option(arms)
+    except (LocomoDataError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    _run(paper.run, out, quick, progress, seed=seed, data=data, conversations=conversation, retrievers=retrievers,
+         arms=arms, k_values=tuple(k or (4, 8)), echo=console.print)
+
+
+@app.command()
+def sweep(
+    config: Annotated[Path, typer.Argument(help="Sweep file (YAML): benchmark, seeds, configs, sizes, metric; see "
+                                                "benchmarks/sweeps/*.yaml and the module docs of benchmarks.sweep.")],
+    executor: Annotated[str, typer.Option(help="'local' (a process pool) or 'ray' (a local Ray cluster, or the "
+                                               "cluster at --address).")] = "local",
+    address: Annotated[str | None, typer.Option(help="Ray cluster to join, e.g. 'auto' or 'ray://head:10001' "
+                                                     "(only with --executor ray).")] = None,
+    workers: Annotated[int | None, typer.Option(min=1, help="Parallel cells (default: the file's 'workers', "
+                                                            "else 1).")] = None,
+    out: OutOpt = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Run a grid of seeds x configurations x sizes (selectors, cbr-loop, locomo) and report the mean and a 95%
+    confidence interval per row, plus paired differences; writes sweep-<name>.{json,md,png}."""
+    from benchmarks import sweep as mod
+    from benchmarks.common import progress_bar
+
+    if executor not in ("local", "ray"):
+        raise fail(f"unknown executor {executor!r}; choose local or ray")
+    if address and executor != "ray":
+        raise fail("--address needs --executor ray")
+    out_dir = _out_dir(out)
+    try:
+        with progress_bar(progress) as track:
+            paths = mod.run(config, out_dir, executor=executor, address=address,  # type: ignore[arg-type]
+                            workers=workers, track=track)
+    except (OSError, ValueError, ImportError) as exc:
+        raise fail(_say(exc)) from None
+    for p in paths:
+        console.print(f"wrote {p}", soft_wrap=True)
+
+
+@app.command()
+def serve(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    sizes: Annotated[list[int] | None, typer.Option("--size", min=10, help="Store sizes in points (repeatable; "
+                                                                         "default 1000, 10000, 100000; quick 300, "
+                                                                         "1000).")] = None,
+    cache_dir: Annotated[Path | None, typer.Option(help="Where built stores are kept between runs (default "
+                                                        "$MEMSIM_BENCH_CACHE or ~/.cache/memsim/bench-serve).")] = None,
+    load_seconds: Annotated[float | None, typer.Option(min=1.0, help="Length of the 8-client load test (default "
+                                                                     "60; quick 15).")] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Tortoise hook end to end (spawn to JSON on stdout): cold (no service) vs warm (resident service) for courtesy
+    and retrieval prompts per store size, the legacy typer path at the smallest size, the first hook after a
+    capture, 8 concurrent hook clients with a capture every 5 s, and the service's memory."""
+    from benchmarks import serve as mod
+
+    _run(mod.run, out, quick, progress, seed=seed, echo=console.print, sizes=list(sizes) if sizes else None,
+         cache_dir=cache_dir, load_seconds=load_seconds)
+
+
+@app.command()
+def engines(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    progress: ProgressOpt = True,
+) -> None:
+    """Engine speed-ups measured against the previous code in one run: the batched EP engine (pure run_ep on the 2,000-factor
+    ep_scaling graph, a 10,000-factor dream pass with bulk events), the incremental search / why-block caches at
+    1e5 points, the NP one-text query encode at the shipped bank's 1,278 cases and the FAISS index backend at 1e6
+    cases. Writes engines.{json,md,png} to --out."""
+    from benchmarks import engines as mod
+
+    def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
+        return mod.run(out_dir, quick=quick, seed=seed, track=track, echo=console.print)
+
+    _run(go, out, quick, progress, seed=seed)
+
+
+@app.command()
+def redaction(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    per_kind: Annotated[int | None, typer.Option(min=1, help="Generated secrets per kind (default 10; quick 3).")
+                        ] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Secret redaction in Tortoise: how many generated secrets survive into the store, the event feed, the
+    journal, the spool, the digest and the volunteered blocks, with the faithful and the hardened redactor; plus a
+    stored prompt injection and hook JSON validity. Writes redaction.{json,md}."""
+    from benchmarks import redaction as mod
+
+    _run(mod.run, out, quick, progress, seed=seed, per_kind=per_kind)
+
+
+@app.command("ep-scaling")
+def ep_scaling(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    progress: ProgressOpt = True,
+) -> None:
+    """Time per Tortoise dream pass and EP iterations to converge on generated graphs of 100, 1,000 and 10,000
+    factors (quick: 100 and 1,000) on an on-disk Kuzu store. Writes ep_scaling.{json,md,png}."""
+    from benchmarks import ep_scaling as mod
+
+    def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
+        return mod.main(["--out", str(out_dir), "--seed", str(seed), *(["--quick"] if quick else [])])
+
+    _run(go, out, quick, progress, seed=seed)
+
+
+@app.command("ep-engine")
+def ep_engine(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    progress: ProgressOpt = True,
+) -> None:
+    """The EP engines side by side in one run: run_ep on the 2,000-factor ep_scaling graph and a 10,000-factor dream
+    pass (quick: 300 and 1,000), each engine and store-I/O option timed and checked bit for bit against the previous
+    one. Writes ep-engine.{json,md}."""
+    from benchmarks import ep_engine as mod
+
+    def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
+        return mod.main(["--out", str(out_dir), "--seed", str(seed), *(["--quick"] if quick else [])])
+
+    _run(go, out, quick, progress, seed=seed)
+
+
+@app.command("service-faults")
+def service_faults(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    embedder: Annotated[str, typer.Option(help="The service's encoder: minilm (the default, as `memsim tortoise "
+                                               "serve`) or hashing.")] = "minilm",
+    progress: ProgressOpt = True,
+) -> None:
+    """The Tortoise hook service under faults: well-behaved and hostile clients interleaved on one service
+    process (crashes, lost acknowledged captures, latency of the good clients), the service killed with SIGKILL
+    in the middle of a capture, and 1,000 small sessions captured into an in-memory store (quick: 120 + 120
+    requests, 300 sessions). Writes service-faults.{json,md}."""
+    from benchmarks import service_faults as mod
+
+    if embedder not in ("minilm", "hashing"):
+        raise fail(f"--embedder must be minilm or hashing, not {embedder!r}")
+    _run(mod.run, out, quick, progress, seed=seed, embedder=embedder)
+
+
+@app.command("ann")
+def ann(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    points: Annotated[list[int] | None, typer.Option(
+        "--points", min=9, help="Index size N, repeatable (default 10,000, 100,000 and 1,000,000; quick 2,000).")
+    ] = None,
+    render: Annotated[bool, typer.Option("--render", help="Re-render ann.{md,png} in --out from its ann.json; "
+                                                          "nothing is measured.")] = False,
+    progress: ProgressOpt = True,
+) -> None:
+    """The HNSW index of the Tortoise ANN option (SimConfig.ann_index) alone at N points: build time, search
+    p50/p95 per query and recall@8 against exact FAISS flat search (timed in the same run) on 300 held-out queries
+    of MiniLM vectors of generated sentences, with an efSearch/M sweep chosen on a validation split. Vectors are
+    cached under ~/.cache/memsim/ann/ (embedding a large N takes long). Writes ann.{json,md,png}."""
+    from benchmarks import ann as mod
+
+    def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
+        if render:
+            return mod.rerender(out_dir)
+        return mod.run(out_dir, quick=quick, seed=seed, points=points, track=track, echo=console.print)
+
+    _run(go, out, quick, progress, seed=seed)

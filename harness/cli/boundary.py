@@ -1,0 +1,214 @@
+"""What every ``memsim`` command shares: the error boundary (:func:`guarded`, :class:`BoundaryTyper`), one-line
+errors (:func:`fail`, :func:`describe_error`, :func:`cli_errors`) and the checks of options, input files and output
+folders."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+import typer
+from rich.console import Console
+
+err_console = Console(stderr=True, highlight=False)
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print a one-line ``error: ...`` to stderr and return the ``typer.Exit`` to raise."""
+    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    return typer.Exit(code)
+
+
+@contextmanager
+def cli_errors(*expected: type[BaseException]) -> Iterator[None]:
+    """Turn expected exceptions (default: OSError, ValueError, KeyError, json errors) into one-line errors."""
+    import json
+
+    kinds = expected or (OSError, ValueError, KeyError, json.JSONDecodeError)
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except kinds as exc:  # type: ignore[misc]
+        from rich.markup import escape
+
+        raise fail(escape(describe_error(exc))) from None
+
+
+def read_stdin_bytes() -> bytes:
+    return sys.stdin.buffer.read() if not sys.stdin.isatty() else b""
+
+
+# ------------------------------------------------------------------------------------ the error boundary
+TRACEBACK_ENV = "MEMSIM_TRACEBACK"
+"""Set this environment variable to 1 to let unexpected exceptions through with their traceback."""
+
+
+# Exceptions that mean a defect rather than bad input: their one line says so (and how to see where) after the message.
+_INTERNAL = (AssertionError, AttributeError, IndexError, NameError, NotImplementedError, TypeError, ZeroDivisionError)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an exception, naming the file when the exception carries one (OSError.filename, a
+    UnicodeDecodeError's byte offset, a Kuzu runtime message without its ``Runtime exception:`` prefix).
+
+    The line is the message, never led by the exception's class name; an exception that signals a defect rather
+    than bad input (an IndexError, a TypeError, ...) is named after the message, with the way to see its traceback."""
+    if isinstance(exc, OSError) and getattr(exc, "filename", None) is not None:
+        what = exc.strerror or str(exc)
+        other = f" -> {exc.filename2}" if getattr(exc, "filename2", None) else ""
+        return f"{exc.filename}{other}: {what}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+    if isinstance(exc, EOFError):
+        return f"unexpected end of file{': ' + str(exc) if str(exc) else ''}"
+    if isinstance(exc, KeyError):
+        return f"not found: {exc.args[0]!r}" if exc.args else "a key was not found"
+    msg = " ".join(str(exc).split())
+    for prefix in ("Runtime exception: ", "IO exception: ", "Binder exception: "):
+        msg = msg.replace(prefix, "")
+    if len(msg) > 300:
+        msg = msg[:297] + "..."
+    if isinstance(exc, OSError) and not msg:
+        msg = "operating system error"
+    if isinstance(exc, _INTERNAL) or not msg:
+        return f"{msg or 'failed'} (an internal {type(exc).__name__}; {TRACEBACK_ENV}=1 shows where)"
+    return msg
+
+
+def is_hook_command(name: str | None) -> bool:
+    """Hook entry points (``hook-*`` commands) always exit 0 with empty stdout (spec tortoise 7.1)."""
+    return bool(name) and str(name).replace("_", "-").startswith("hook-")
+
+
+def guarded(fn: Callable[..., Any], *, hook: bool = False) -> Callable[..., Any]:
+    """Wrap a command callback in the CLI error boundary.
+
+    A normal command turns any exception that escapes it into one ``error: ...`` line on stderr and exit status
+    1 (``typer.Exit``/``click`` exits pass through unchanged; ``EOFError`` would otherwise become click's bare
+    ``Aborted.``). A hook command never fails its host: any exception, and any non-zero exit, becomes exit 0
+    with nothing more printed. ``MEMSIM_TRACEBACK=1`` re-raises unexpected exceptions for debugging.
+    """
+    if getattr(fn, "__memsim_boundary__", False):
+        return fn
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, click.exceptions.Exit) as exc:
+            if hook and getattr(exc, "exit_code", 0):
+                raise typer.Exit(0) from None
+            raise
+        except (click.exceptions.ClickException, click.exceptions.Abort, KeyboardInterrupt):
+            if hook:
+                raise typer.Exit(0) from None
+            raise
+        except Exception as exc:  # noqa: BLE001 - this is the boundary
+            if hook:
+                raise typer.Exit(0) from None
+            if os.environ.get(TRACEBACK_ENV) == "1":
+                raise
+            raise fail(describe_error(exc)) from None
+
+    wrapper.__memsim_boundary__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def guard_app(app: typer.Typer) -> typer.Typer:
+    """Apply :func:`guarded` to every command of ``app`` and of its sub-apps (idempotent)."""
+    for info in app.registered_commands:
+        if info.callback is not None:
+            name = info.name or info.callback.__name__
+            info.callback = guarded(info.callback, hook=is_hook_command(name))
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            guard_app(group.typer_instance)
+    return app
+
+
+class BoundaryTyper(typer.Typer):
+    """``typer.Typer`` whose commands (and mounted sub-apps) all run inside :func:`guarded`."""
+
+    def command(self, name: str | None = None, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        register = super().command(name, **kwargs)
+
+        def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+            register(guarded(fn, hook=is_hook_command(name or fn.__name__)))
+            return fn
+
+        return decorator
+
+    def add_typer(self, typer_instance: typer.Typer, **kwargs: Any) -> None:
+        guard_app(typer_instance)
+        super().add_typer(typer_instance, **kwargs)
+
+
+# ------------------------------------------------------------------------------------ option checks
+def check_range(flag: str, value: float | None, *, lo: float | None = None, hi: float | None = None,
+                lo_open: bool = False, hi_open: bool = False) -> None:
+    """Refuse NaN/inf and values outside ``[lo, hi]`` (open ends when ``lo_open``/``hi_open``) in one line."""
+    if value is None:
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise fail(f"{flag} must be a finite number, not {value}")
+    bad = (lo is not None and (value < lo or (lo_open and value == lo))) or \
+          (hi is not None and (value > hi or (hi_open and value == hi)))
+    if bad:
+        left = "(" if lo_open else "["
+        right = ")" if hi_open else "]"
+        rng = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
+        raise fail(f"{flag} must be in {rng}, not {value}")
+
+
+def check_choice(flag: str, value: str | None, choices: Iterable[str]) -> None:
+    """Refuse a value outside ``choices`` in one line listing them."""
+    options = list(choices)
+    if value is not None and value not in options:
+        raise fail(f"{flag} must be one of {', '.join(options)}, not {value!r}")
+
+
+def read_input_file(path: Path, what: str = "input file") -> bytes:
+    """Bytes of a user-named input file, or a one-line error naming it (missing, a directory, unreadable)."""
+    if not path.exists():
+        raise fail(f"{path}: {what} not found")
+    if path.is_dir():
+        raise fail(f"{path}: is a directory, not a {what}")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise fail(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+
+
+def read_input_text(path: Path, what: str = "input file") -> str:
+    """UTF-8 text of a user-named input file, or a one-line error naming it and the bad byte offset."""
+    raw = read_input_file(path, what)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise fail(f"{path}: {describe_error(exc)}") from None
+
+
+def check_output_dir(path: Path, flag: str = "--out") -> Path:
+    """Make sure ``path`` is (or can become) a writable directory before any work starts; one-line error
+    otherwise. Creates the directory (the command would create it anyway)."""
+    if path.exists() and not path.is_dir():
+        raise fail(f"{path}: {flag} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise fail(f"{path}: {flag} cannot be created: {exc.strerror or exc}") from None
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".memsim-write-check-"):
+            pass
+    except OSError as exc:
+        raise fail(f"{path}: {flag} is not writable: {exc.strerror or exc}") from None
+    return path

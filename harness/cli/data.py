@@ -1,0 +1,171 @@
+"""``memsim data ...``: fetch the public data sets memsim reads, and check a user's copies before using them."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.cli.boundary import err_console, fail
+
+if TYPE_CHECKING:
+    from harness.datafetch import FetchResult
+
+app = typer.Typer(help="Data sets memsim reads: fetch LoCoMo and the AgentFly corpora (pinned, checksummed) and "
+                       "check a copy before using it.", no_args_is_help=True)
+console = Console(highlight=False)
+
+
+def _short(d: dict[str, object], limit: int = 4) -> str:
+    items = list(d.items())
+    text = "; ".join(f"{k or '(none)'}: {v}" for k, v in items[:limit])
+    return text + (f"; +{len(items) - limit} more" if len(items) > limit else "")
+
+
+def _facts(rep_facts: dict[str, object]) -> str:
+    skip = {"malformed_lines", "blank_lines", "malformed_count", "layout"}
+    parts = []
+    for k, v in rep_facts.items():
+        if k in skip or v in ({}, None):
+            continue
+        parts.append(f"{k}: {_short(v) if isinstance(v, dict) else v}")
+    return "\n".join(parts)
+
+
+@app.command()
+def check(
+    agentfly: Annotated[Path | None, typer.Option(
+        "--agentfly", help="AgentFly checkout (memory/*.jsonl, data/deepresearcher.jsonl) or a folder holding "
+                           "those files side by side. Default: $MEMSIM_AGENTFLY_DATA.")] = None,
+    locomo: Annotated[Path | None, typer.Option(
+        "--locomo", help="LoCoMo file (locomo10.json or conv-*.json) or a folder of them. "
+                         "Default: $MEMSIM_LOCOMO_DATA.")] = None,
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", help="Also write the full report (every count and quirk) to this JSON file.")] = None,
+) -> None:
+    """Check the data sets: rows, shapes and quirks of each file; one `error:` line per unusable file.
+
+    Without options it checks what the other commands would read: $MEMSIM_AGENTFLY_DATA and $MEMSIM_LOCOMO_DATA,
+    else the copies `memsim data fetch` placed in the data folder. Exit status 1 when any file is unusable (a
+    folder holding the same LoCoMo conversation twice is refused). Nothing is modified.
+    """
+    from harness.datacheck import DIRECTORY, check_agentfly, check_locomo
+    from harness.datapaths import AGENTFLY_ENV, LOCOMO_ENV, cached_agentfly, cached_locomo
+
+    if agentfly is None and locomo is None:  # the data every command would read: environment, then fetched copy
+        agentfly = Path(os.environ[AGENTFLY_ENV]) if os.environ.get(AGENTFLY_ENV) else cached_agentfly()
+        locomo = Path(os.environ[LOCOMO_ENV]) if os.environ.get(LOCOMO_ENV) else cached_locomo()
+    if agentfly is None and locomo is None:
+        raise fail(f"nothing to check: give --agentfly DIR and/or --locomo PATH (or set ${AGENTFLY_ENV} / "
+                   f"${LOCOMO_ENV}, or run `memsim data fetch`)")
+    reports = []
+    if agentfly is not None:
+        console.print(f"AgentFly: {agentfly}", soft_wrap=True)
+        reports += check_agentfly(agentfly)
+    if locomo is not None:
+        console.print(f"LoCoMo: {locomo}", soft_wrap=True)
+        reports += check_locomo(locomo)
+    table = Table(title="memsim data check", show_lines=True)
+    for col in ("file", "what", "rows", "shapes (keys: rows)", "facts", "quirks"):
+        table.add_column(col, overflow="fold")
+    for r in reports:
+        table.add_row(r.path, r.kind, str(r.rows), _short(r.shapes, 3), _facts(r.facts),
+                      "\n".join(r.quirks) if r.usable else "[bold red]unusable[/]")
+    console.print(table)
+    if json_out is not None:
+        try:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps([r.to_dict() for r in reports], indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"cannot write {json_out}: {exc.strerror or exc}") from None
+        console.print(f"wrote {json_out}")
+    bad = [(r.path, e) for r in reports for e in r.errors]
+    for path, e in bad:
+        err_console.print(f"[bold red]error:[/] {path}: {e}", soft_wrap=True)
+    if bad:
+        raise typer.Exit(1)
+    console.print(f"{sum(r.kind != DIRECTORY for r in reports)} file(s) usable")
+
+
+@app.command()
+def fetch(
+    dataset: Annotated[str, typer.Argument(help="Which data set: locomo, agentfly or all.")] = "all",
+    if_reachable: Annotated[bool, typer.Option(
+        "--if-reachable", help="A server that cannot be reached is one warning line per file and exit status 0 "
+                               "(for a first run that must also work offline; the commands then skip what needs "
+                               "the missing data and say so). Checksum and transfer failures stay errors.")] = False,
+    timeout: Annotated[float, typer.Option(min=1.0, help="Seconds to wait for a server to connect or send "
+                                                         "before giving up on it.")] = 30.0,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a download progress bar.")] = True,
+    list_only: Annotated[bool, typer.Option(
+        "--list", help="Print each file's URL, where it goes and its sha256 (to place it by hand), and whether it is "
+                       "there already; download nothing.")] = False,
+) -> None:
+    """Download LoCoMo (locomo10.json, all ten conversations) and the AgentFly corpora (memory, training_data,
+    dummy_memo, deepresearcher), each pinned to one upstream commit and checked against its sha256.
+
+    Files go to the data folder ($MEMSIM_DATA_DIR, else the user cache folder) as locomo/locomo10.json and
+    agentfly/<file>.jsonl; every command finds them there without flags ($MEMSIM_LOCOMO_DATA /
+    $MEMSIM_AGENTFLY_DATA, or a command's own --data / --data-dir, take precedence). A file already there with the
+    pinned checksum is not downloaded again. A file whose checksum differs is refused and nothing is stored; an
+    interrupted download leaves nothing behind. Offline, place a file by hand: the error names where and its
+    sha256.
+    """
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    from harness.datafetch import FetchError, RichBar, files_for
+    from harness.datafetch import fetch as fetch_files
+    from harness.datapaths import AGENTFLY_ENV, LOCOMO_ENV, data_home
+
+    try:
+        files = files_for(dataset)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if list_only:
+        from harness.datafetch import sha256_of
+
+        for f in files:
+            dest = f.destination()
+            state = ("present" if sha256_of(dest) == f.sha256 else "checksum differs") if dest.is_file() else "absent"
+            console.print(f"{f.dataset}/{f.name}: {state}\n  url    {f.url}\n  place  {dest}\n  sha256 {f.sha256}",
+                          soft_wrap=True)
+        return
+    got: list[FetchResult] = []
+
+    def report(r: FetchResult) -> None:
+        got.append(r)
+        if r.status == "unreachable":
+            err_console.print(f"[yellow]warning:[/] {r.message}", soft_wrap=True)
+
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                    console=err_console, disable=not progress)
+    try:
+        with prog:
+            fetch_files(dataset, if_reachable=if_reachable, timeout=timeout, on_result=report,
+                        progress=lambda f: RichBar(prog, f"{f.dataset}/{f.name}", f.size))
+    except FetchError as exc:
+        _print_paths(got)
+        raise fail(str(exc)) from None
+    _print_paths(got)
+    console.print(f"data folder: {data_home()}", soft_wrap=True)
+    for name, env in (("locomo", LOCOMO_ENV), ("agentfly", AGENTFLY_ENV)):
+        if os.environ.get(env) and any(r.file.dataset == name for r in got):
+            console.print(f"note: ${env} is set ({os.environ[env]}); commands read it instead of the fetched "
+                          f"{name} copy", soft_wrap=True)
+    missing = [r for r in got if r.status == "unreachable"]
+    if missing:
+        console.print(f"{len(missing)} file(s) not fetched (server unreachable); commands that need them skip "
+                      "or say so", soft_wrap=True)
+
+
+def _print_paths(results: list[FetchResult]) -> None:
+    for r in results:
+        if r.status == "fetched":
+            console.print(f"wrote {r.path}", soft_wrap=True)
+        elif r.status == "present":
+            console.print(f"present {r.path} (checksum ok)", soft_wrap=True)

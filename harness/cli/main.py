@@ -1,0 +1,198 @@
+"""The root ``memsim`` typer app (typer + rich): mounts one sub-app per design, ``bench``, ``data`` and ``crash``,
+and holds the ``claims``, ``fuzz`` and ``version`` commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+import harness  # noqa: F401  (sets offline environment variables first)
+from harness.cli import agentfly, bench, data, fractal, tortoise
+from harness.cli import crash as crash_cmd
+from harness.cli.boundary import BoundaryTyper, check_output_dir, fail
+from harness.cli.help_format import TidyGroup
+
+# TidyGroup: value placeholders and reflowed prose in every command's --help (harness/cli/help_format.py).
+app = BoundaryTyper(help="memsim: executable reference simulators of three agent-memory designs (Fractal, "
+                       "AgentFly/Memento, Tortoise) and a claims ledger that demonstrates their analysis reports.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, cls=TidyGroup)
+app.add_typer(fractal.app, name="fractal")
+app.add_typer(agentfly.app, name="agentfly")
+app.add_typer(tortoise.app, name="tortoise")
+app.add_typer(bench.app, name="bench")
+app.add_typer(data.app, name="data")
+app.command("crash")(crash_cmd.crash)
+
+console = Console(highlight=False)
+_STYLE = {"holds": "green", "refuted": "yellow", "error": "bold red", "skipped": "dim"}
+
+
+@app.command()
+def version() -> None:
+    """Print the memsim version and the versions of the libraries the simulators run on."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as v
+
+    console.print(f"memsim {harness.__version__}")
+    for pkg in ("dspy", "torch", "transformers", "sentence-transformers", "kuzu", "pydantic", "numpy"):
+        try:
+            console.print(f"  {pkg} {v(pkg)}")
+        except PackageNotFoundError:
+            console.print(f"  {pkg} (not installed)")
+
+
+@app.command()
+def claims(
+    design: Annotated[str | None, typer.Option(help="Only this design: harness, fractal, agentfly, tortoise or cross.")] = None,
+    id: Annotated[list[str] | None, typer.Option("--id", help="Only these claim ids (repeatable), e.g. FRA-01.")] = None,
+    kind: Annotated[str | None, typer.Option(help="Only 'mechanism' or 'consequence' claims.")] = None,
+    out: Annotated[Path, typer.Option(help="Directory for ledger.json, ledger.md and ledger.html.")] = Path("ledger"),
+    data_dir: Annotated[Path | None, typer.Option(
+        help="AgentFly corpora folder (default: $MEMSIM_AGENTFLY_DATA, else the copy `memsim data fetch agentfly` "
+             "placed in the data folder; claims that need it are skipped without it).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed passed to every demonstration.")] = 0,
+    quick: Annotated[bool, typer.Option(help="Ask demonstrations for their smallest scenario sizes.")] = False,
+    list_only: Annotated[bool, typer.Option("--list", help="List the selected claims without running them.")] = False,
+) -> None:
+    """Run the claims ledger: one demonstration per report claim, each in a fresh temporary directory.
+
+    Writes ledger.json, ledger.md and a self-contained sortable ledger.html to --out and prints a summary.
+    Exit status is 1 when any claim errors (a refuted claim is a finding about the design, not an error).
+    """
+    from harness.claims import DESIGNS, all_claims
+    from harness.ledger import find_data_dir, run_claims, write_all
+
+    if design and design not in DESIGNS:
+        raise fail(f"unknown design {design!r}; choose one of {', '.join(DESIGNS)}")
+    if kind and kind not in ("mechanism", "consequence"):
+        raise fail(f"unknown kind {kind!r}; choose mechanism or consequence")
+    try:
+        selected = all_claims(design=design, ids=id, kind=kind)
+    except KeyError as exc:
+        raise fail(str(exc.args[0])) from None
+    if not selected:
+        raise fail("no claim matches the filters")
+    if list_only:
+        for c in selected:
+            console.print(f"{c.id}\t{c.design}\t{c.kind}\t{c.record}\t{c.statement}", soft_wrap=True)
+        return
+    if not 0 <= seed < 2**32:  # demonstrations seed numpy/torch
+        raise fail(f"--seed must be in [0, {2**32 - 1}], not {seed}")
+    from harness.datapaths import DataPathError, find_locomo
+
+    try:  # a mistyped --data-dir or data variable is an error before any claim runs, not a run of silent skips
+        data = find_data_dir(data_dir)
+        if any(c.design == "cross" for c in selected):
+            find_locomo()
+    except DataPathError as exc:
+        raise fail(str(exc)) from None
+    check_output_dir(out)  # before running anything: an unwritable --out fails now, not after every claim
+    for name in ("ledger.json", "ledger.md", "ledger.html"):
+        if (out / name).is_dir():
+            raise fail(f"{out / name}: is a directory; the ledger cannot be written there")
+    ledger = run_claims(selected, seed=seed, data_dir=data, quick=quick)
+
+    table = Table(title="memsim claims ledger", show_lines=False)
+    for col in ("id", "kind", "verdict", "s", "statement"):
+        table.add_column(col, overflow="fold")
+    for r in ledger.rows:
+        table.add_row(r.id, r.kind, f"[{_STYLE[r.verdict]}]{r.verdict}[/]", f"{r.seconds:.1f}",
+                      r.statement if len(r.statement) < 110 else r.statement[:107] + "...")
+    console.print(table)
+    summary = Table(title="counts")
+    summary.add_column("scope")
+    for v in ("holds", "refuted", "error", "skipped"):
+        summary.add_column(v, justify="right")
+    for scope, c in sorted(ledger.counts().items(), key=lambda kv: (kv[0] == "all", kv[0])):
+        summary.add_row(scope, *(str(c[v]) for v in ("holds", "refuted", "error", "skipped")))
+    console.print(summary)
+    for p in write_all(ledger, out):
+        console.print(f"wrote {p}")
+    errors = [r.id for r in ledger.rows if r.verdict == "error"]
+    if errors:
+        console.print(f"[bold red]{len(errors)} claim(s) errored:[/] {', '.join(errors)}")
+        raise typer.Exit(1)
+
+
+@app.command()
+def fuzz(
+    target: Annotated[list[str] | None, typer.Option(
+        "--target", help="Only these targets (repeatable); see --list. Default: every loader.")] = None,
+    examples: Annotated[int, typer.Option(min=0, help="Generated inputs per target (after the fixed specials).")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the generated input stream.")] = 0,
+    specials: Annotated[bool, typer.Option("--specials/--no-specials",
+                                           help="Run the fixed specials (20 MB line, directory, ...) first.")] = True,
+    out: Annotated[Path | None, typer.Option(help="Directory for fuzz.json and fuzz.md (default "
+                                                  "./memsim-results/fuzz, or $MEMSIM_RESULTS_DIR/fuzz).")] = None,
+    name: Annotated[str, typer.Option(
+        help="File name stem of the report: writes <name>.json and <name>.md to --out (e.g. fuzz-10k).")] = "fuzz",
+    list_only: Annotated[bool, typer.Option("--list", help="List the targets and their documented outcomes.")] = False,
+) -> None:
+    """Fuzz every loader (hypothesis): Fractal session/replay files, AgentFly banks, pairs, pool and dataset, Tortoise
+    hook stdin, spool files and CLI inputs, LoCoMo. Exit 1 when any input crashes or leaves a partial write."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from harness.reliability.fuzz import run_target, summarize, targets, write_report
+
+    known = targets()
+    if not list_only:
+        import importlib.util
+
+        if importlib.util.find_spec("hypothesis") is None:
+            raise fail("memsim fuzz needs hypothesis, which the test extra installs: pip install -e '.[test]'")
+    if list_only:
+        for t in known.values():
+            console.print(f"{t.name}\t{t.loader}\t{t.documented}", soft_wrap=True)
+        return
+    chosen = target or list(known)
+    for tname in chosen:
+        if tname not in known:
+            raise fail(f"unknown --target {tname!r}; choose from {', '.join(known)}")
+    if not name or name in (".", "..") or any(c in name for c in "/\\") or name != name.strip():
+        raise fail(f"--name {name!r} must be a plain file name stem (no folder), e.g. fuzz-10k")
+    if out is None:
+        from harness.results_dir import default_out
+
+        out = default_out("fuzz")
+        console.print(f"writing results to {out} (the default run folder; --out to change)", soft_wrap=True)
+    check_output_dir(out)
+    import shlex
+
+    from harness.reliability.fuzz import code_version
+
+    argv = ["memsim", "fuzz", *(x for t in (target or []) for x in ("--target", t)), "--examples", str(examples),
+            "--seed", str(seed), *([] if specials else ["--no-specials"]), "--out", str(out), "--name", name]
+    report = {"examples": examples, "seed": seed, "name": name, "planned": chosen, "command": shlex.join(argv),
+              "code": code_version()}  # taken once: every rewrite names the code all its targets ran on
+    results = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True)) as progress:
+        bar = progress.add_task("fuzz targets", total=len(chosen))
+        for tname in chosen:
+            progress.update(bar, description=f"fuzz {tname}")
+            results.append(run_target(tname, examples, seed, specials=specials))
+            write_report(results, out, **report)  # after every target: a killed run keeps its part
+            progress.advance(bar)
+    table = Table(title=f"memsim fuzz ({examples} generated inputs per target)")
+    for col in ("target", "examples", "accepted", "skipped", "rejected", "crash", "partial_write", "s"):
+        table.add_column(col, justify="left" if col == "target" else "right")
+    for r in results:
+        o = r["outcomes"]
+        table.add_row(r["target"], str(r["examples"]), *(str(o[k]) for k in ("accepted", "skipped", "rejected",
+                                                                               "crash", "partial_write")),
+                      f"{r['seconds']:.0f}")
+    console.print(table)
+    for p in write_report(results, out, **report):
+        console.print(f"wrote {p}")
+    bad = summarize(results)["failing_targets"]
+    if bad:
+        console.print(f"[bold red]crash or partial write in:[/] {', '.join(bad)}")
+        raise typer.Exit(1)
+
+
+def main() -> None:  # pragma: no cover - console entry point convenience
+    app()

@@ -1,0 +1,414 @@
+"""``memsim tortoise ...``: Tortoise graph memory on Kuzu (spec: shared/spec/tortoise.md).
+
+Every command works on an on-disk Kuzu store: ``--db PATH`` (default ``$MEMSIM_TORTOISE_DB`` or
+``./.memsim/tortoise.kuzu``). Embeddings come from ``harness.embedding.get_encoder("minilm-mean")``, loaded only
+when a command actually embeds text.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from harness.cli import tortoise_dream, tortoise_serve
+from harness.cli.boundary import (
+    BoundaryTyper,
+    check_choice,
+    check_range,
+    cli_errors,
+    describe_error,
+    fail,
+    read_input_text,
+    read_stdin_bytes,
+)
+from harness.cli.tortoise_store import (
+    KUZU_INT64_MAX,
+    DbOpt,
+    PresetOpt,
+    _LazyEncoder,
+    db_path,
+    open_sim,
+    redactor_choice,
+)
+
+app = BoundaryTyper(help="Tortoise graph memory on Kuzu: capture, checkpoint, volunteer pointers, hooks, digest, "
+                       "dream.", no_args_is_help=True)
+console = Console(highlight=False, soft_wrap=True)
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str, indent=2) + "\n")
+
+
+def _wrote(summary: str) -> None:
+    """One human-readable line on stderr saying what a writing command stored (stdout stays machine-readable)."""
+    sys.stderr.write(summary + "\n")
+
+
+def _load_json_input(file: Path | None) -> Any:
+    raw = read_input_text(file, "JSON input").encode("utf-8") if file is not None else read_stdin_bytes()
+    where = str(file) if file is not None else "<stdin>"
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # also 5000-digit ints, too-deep nesting
+        line = getattr(exc, "lineno", 1)
+        raise fail(f"{where}:{line}: not valid JSON ({describe_error(exc)})") from None
+
+
+# ------------------------------------------------------------------------------------------- hooks
+def _hook_store(path: Path) -> Any:
+    """A read hook's store: only an existing, non-empty store file is opened (nothing is created, nothing is
+    printed); anything else raises, which the hook turns into empty output."""
+    from tortoise_sim import SimConfig, Tortoise
+
+    if not path.is_file() or path.stat().st_size == 0:
+        raise FileNotFoundError(str(path))
+    return Tortoise(path, config=SimConfig.preset("analysed", redactor=redactor_choice()), encoder=_LazyEncoder(),
+                    seed=None).store
+
+
+@app.command("hook-volunteer")
+def hook_volunteer(
+    harness_name: Annotated[str, typer.Option(
+        "--harness", metavar="[claude|codex|devin|cline|other]",
+        help="Output shape: claude, codex and devin get hookSpecificOutput JSON, cline contextModification JSON, "
+             "other the raw block. The default is codex, as upstream. Any other value prints a note on stderr "
+             "and nothing on stdout (still exit 0).")] = "codex",
+    db: DbOpt = None,
+) -> None:
+    """Per-prompt hook: read the harness's hook JSON on stdin, print the JSON shape the harness expects (one
+    line) when a pointer is eligible, nothing otherwise. Always exits 0, so a hook never fails its host. When a
+    resident service (`serve`) holds the store, the hook waits at most $MEMSIM_HOOK_TIMEOUT seconds (default 1)
+    for its answer, then prints nothing and notes it on stderr."""
+    from tortoise_sim.hook_client import HARNESSES
+    from tortoise_sim.hooks import hook_volunteer_turn
+
+    if harness_name not in HARNESSES:
+        sys.stderr.write(f"memsim hook: unknown --harness {harness_name!r}; choose one of {', '.join(HARNESSES)} "
+                         "(ignored; printing nothing)\n")
+        return
+
+    try:
+        data = read_stdin_bytes()
+    except Exception:
+        data = b""
+    path = db_path(db)
+
+    def factory() -> Any:
+        return _hook_store(path)
+
+    out, _code = hook_volunteer_turn(data, harness_name, store=factory)
+    if out:
+        sys.stdout.write(out)
+        sys.stdout.flush()
+    raise typer.Exit(0)
+
+
+@app.command("hook-session-start")
+def hook_session_start_cmd(db: DbOpt = None) -> None:
+    """Session-start hook: print the context digest verbatim, or one line saying there is no memory yet when
+    there is no store; any failure prints nothing. Exit 0. A resident service gets $MEMSIM_HOOK_TIMEOUT seconds
+    (default 1) to answer."""
+    from tortoise_sim.hooks import hook_session_start
+
+    path = db_path(db)
+    if not path.exists():
+        from tortoise_sim.digest import NO_MEMORY_LINE
+
+        sys.stdout.write(NO_MEMORY_LINE + "\n")
+        raise typer.Exit(0)
+
+    def factory() -> Any:
+        return _hook_store(path)
+
+    out, _ = hook_session_start(factory)
+    if redactor_choice() == "hardened":
+        from tortoise_sim.redaction import mark_as_data
+
+        out = mark_as_data(out)
+    if out:
+        sys.stdout.write(out)
+    raise typer.Exit(0)
+
+
+@app.command()
+def context(db: DbOpt = None, preset: PresetOpt = "analysed") -> None:
+    """Render the session-start digest (recency-selected diary, points and confidence sections)."""
+    from tortoise_sim.digest import NO_MEMORY_LINE
+
+    path = db_path(db)
+    if not path.exists():
+        sys.stdout.write(NO_MEMORY_LINE + "\n")
+        return
+    with cli_errors(OSError, ValueError, TypeError, RuntimeError):
+        sys.stdout.write(open_sim(path, preset, must_exist=True).context())
+
+
+@app.command()
+def volunteer(
+    db: DbOpt = None,
+    max_pointers: Annotated[int, typer.Option(help="1..5 pointers.")] = 3,
+    min_confidence: Annotated[float, typer.Option(help="Confidence gate in [0, 1].")] = 0.7,
+    prior_context: Annotated[Path | None, typer.Option(help="File with earlier injected context.")] = None,
+    block_only: Annotated[bool, typer.Option("--block", help="Print only the block text.")] = False,
+) -> None:
+    """Read a prompt (plain text, or a JSON window ``[{role, content}, ...]``) on stdin and print the
+    volunteering response as JSON (or only the block with ``--block``)."""
+    from tortoise_sim import VolunteerValidationError
+
+    check_range("--max-pointers", max_pointers, lo=1, hi=5)
+    check_range("--min-confidence", min_confidence, lo=0.0, hi=1.0)
+    raw = read_stdin_bytes().decode("utf-8", "replace")
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    window = parsed if isinstance(parsed, list) else [{"role": "user", "content": raw.strip()}]
+    path = db_path(db)
+    if not path.exists():
+        raise fail(f"{path}: no Tortoise store (create one with `memsim tortoise create-point` or `capture`)")
+    prior = read_input_text(prior_context, "--prior-context file") if prior_context is not None else None
+    try:
+        res = open_sim(path, must_exist=True).volunteer_context(
+            window, max_pointers=max_pointers, min_confidence=min_confidence, prior_context=prior)
+    except VolunteerValidationError as exc:
+        raise fail(f"<stdin>:1: {exc.code}") from None
+    if block_only:
+        sys.stdout.write(res["block"])
+    else:
+        _print_json(res)
+
+
+OnCorruptOpt = Annotated[str, typer.Option(
+    "--on-corrupt", help="A spool entry whose meta is unreadable: delete (upstream: its intact turn "
+                         "log goes too) or quarantine (hardened: both files move to <spool>/quarantine/).")]
+
+
+def _spool_dir(db: Path | None, spool_dir: Path | None) -> Path:
+    return spool_dir if spool_dir is not None else db_path(db).parent / "spool"
+
+
+@app.command("hook-session-end")
+def hook_session_end_cmd(
+    harness_name: Annotated[str, typer.Option("--harness", help="Harness name recorded in the spool.")] = "claude",
+    db: DbOpt = None,
+    spool_dir: Annotated[Path | None, typer.Option(help="Spool root (default: <db dir>/spool).")] = None,
+    on_corrupt: OnCorruptOpt = "delete",
+) -> None:
+    """Session-end hook: spool the transcript (stdin JSON with ``session_id`` and ``turns`` or
+    ``transcript_path``), then flush that session into the local store. Prints nothing; always exits 0."""
+    import socket
+    import time
+
+    from tortoise_sim.hooks import transcript_turns
+    from tortoise_sim.spool import Spool, local_capture_post
+
+    try:
+        hook = json.loads(read_stdin_bytes().decode("utf-8", "replace"))
+        sid = hook.get("session_id")
+        turns = transcript_turns(hook)
+        if isinstance(sid, str) and sid and turns:
+            sp = Spool(_spool_dir(db, spool_dir), corrupt="quarantine" if on_corrupt == "quarantine" else "delete")
+            from tortoise_sim.redaction import redact_turns
+
+            sp.spool_write(sid, redact_turns(turns, redactor_choice()), harness_name, "hook", socket.gethostname())
+            sim = open_sim(db)
+            sp.flush_spool(local_capture_post(sim.capture_session), int(time.time() * 1000), only_session_id=sid)
+    except Exception:  # noqa: BLE001 - a hook never fails the host
+        pass
+    raise typer.Exit(0)
+
+
+@app.command("spool-flush")
+def spool_flush_cmd(
+    db: DbOpt = None,
+    spool_dir: Annotated[Path | None, typer.Option(help="Spool root (default: <db dir>/spool).")] = None,
+    on_corrupt: OnCorruptOpt = "delete",
+) -> None:
+    """File every due spool entry into the local store; print the flush counts."""
+    import time
+
+    from tortoise_sim.spool import Spool, local_capture_post
+
+    root = _spool_dir(db, spool_dir)
+    sim = open_sim(db)
+    check_choice("--on-corrupt", on_corrupt, ("delete", "quarantine"))
+    counts = Spool(root, permanent=sim.cfg.spool_permanent, corrupt=on_corrupt).flush_spool(local_capture_post(sim.capture_session),
+                                                                      int(time.time() * 1000))
+    _print_json(counts)
+    sys.stderr.write(f"spool: {root}\n")
+
+
+# ------------------------------------------------------------------------------------------- writers
+@app.command()
+def capture(
+    file: Annotated[Path | None, typer.Argument(help="JSON list of {role, content} turns (default: stdin).")] = None,
+    session_id: Annotated[str | None, typer.Option(help="Session id (default: generated).")] = None,
+    db: DbOpt = None,
+    preset: PresetOpt = "analysed",
+    no_extractor: Annotated[bool, typer.Option("--no-extractor",
+                                               help="Capture turns without an extraction provider.")] = False,
+) -> None:
+    """Capture a session transcript: turns first, then marker extraction (``decision: ...`` lines) and
+    deterministic admission."""
+    conv = _load_json_input(file)
+    sim = open_sim(db, preset)
+    if no_extractor:
+        sim.extractor = None
+    from tortoise_sim import ProviderUnavailable
+
+    with cli_errors(ValueError, ProviderUnavailable, OSError):
+        res = sim.capture_session(conv, session_id=session_id)
+    if not res.get("ok", True):
+        where = str(file) if file is not None else "<stdin>"
+        raise fail(f"{where}: nothing captured: no turn has a user/assistant role and non-empty content "
+                   f"({json.dumps(res)})")
+    _print_json(res)
+    sys.stderr.write(f"store: {db_path(db)}\n")
+
+
+@app.command("create-point")
+def create_point_cmd(
+    kind: Annotated[str, typer.Argument(help="Point kind, e.g. decision, statement, observation.")],
+    content: Annotated[str, typer.Argument(help="Point content.")],
+    credibility: Annotated[str | None, typer.Option(help="gold|high|medium|low|unverified (sets the prior).")] = None,
+    live: Annotated[bool, typer.Option(help="Promote draft -> live after creating.")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Create a Point (SDK semantics: draft, no dedup) and print its id."""
+    from tortoise_sim.admission import POINT_KINDS, TIER_PRIORS
+
+    check_choice("--credibility", credibility, TIER_PRIORS)
+    check_choice("KIND", kind, sorted(POINT_KINDS))
+    sim = open_sim(db)
+    with cli_errors(ValueError, TypeError):
+        row = sim.create_point(kind, content, credibility=credibility)
+        if live:
+            sim.update_point(row["id"], status="live")
+    sys.stdout.write(row["id"] + "\n")
+    _wrote(f"created {kind} point {row['id']} ({'live' if live else 'draft'}, credibility "
+           f"{credibility or 'default'}) in {db_path(db)}")
+
+
+@app.command()
+def checkpoint(
+    file: Annotated[Path | None, typer.Argument(help="JSON list of {content, wing?, room?} (default: stdin).")] = None,
+    agent: Annotated[str, typer.Option(help="Agent name recorded as the provenance subject.")] = "checkpoint",
+    threshold: Annotated[float, typer.Option(help="Semantic dedup threshold (1.0 disables).")] = 0.95,
+    db: DbOpt = None,
+) -> None:
+    """File checkpoint items with hash and semantic dedup; prints ``{filed, duplicates}``."""
+    from tortoise_sim import CheckpointValidationError, QuotaError
+
+    check_range("--threshold", threshold, lo=0.0, hi=1.0, lo_open=True)
+    items = _load_json_input(file)
+    with cli_errors(CheckpointValidationError, QuotaError, ValueError):
+        res = open_sim(db).checkpoint(items, agent_name=agent, threshold=threshold)
+    _print_json(res)
+    ids = res.get("ids") or []
+    _wrote(f"filed {res.get('filed', 0)} checkpoint item(s) for {agent!r}"
+           + (f" ({', '.join(ids)})" if ids else "") + f", skipped {res.get('duplicates', 0)} duplicate(s), "
+           f"in {db_path(db)}")
+
+
+@app.command("diary-write")
+def diary_write_cmd(
+    agent: Annotated[str, typer.Argument()], entry: Annotated[str, typer.Argument()],
+    topic: Annotated[str | None, typer.Option()] = None, wing: Annotated[str | None, typer.Option()] = None,
+    db: DbOpt = None,
+) -> None:
+    """Write a diary entry for an agent."""
+    row = open_sim(db).diary_write(agent, entry, topic=topic, wing=wing)
+    sys.stdout.write(row["id"] + "\n")
+    _wrote(f"wrote diary entry {row['id']} for agent {agent!r} ({len(entry)} chars"
+           + (f", topic {topic!r}" if topic else "") + f") in {db_path(db)}")
+
+
+@app.command("diary-read")
+def diary_read_cmd(
+    agent: Annotated[str, typer.Argument()], last_n: Annotated[int, typer.Option()] = 10,
+    wing: Annotated[str | None, typer.Option()] = None, db: DbOpt = None,
+) -> None:
+    """Read an agent's newest diary entries (no status filter, no relevance)."""
+    if last_n < 0:
+        raise fail(f"--last-n must be 0 or more, not {last_n}")
+    check_range("--last-n", last_n, lo=0, hi=KUZU_INT64_MAX)
+    rows = open_sim(db, must_exist=True).diary_read(agent, last_n=last_n, wing=wing)
+    _print_json([{k: v for k, v in r.items() if k != "embedding"} for r in rows])
+
+
+@app.command()
+def retract(
+    point_id: Annotated[str, typer.Argument()],
+    valid_to: Annotated[str | None, typer.Option(help="ISO-8601 end of validity.")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Preview without writing.")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Retract (tombstone) a point: guarded, single-shot, event before the compare-and-swap."""
+    from tortoise_sim import LifecycleError
+
+    if valid_to is not None:
+        from datetime import datetime
+
+        try:
+            datetime.fromisoformat(valid_to)
+        except ValueError:
+            raise fail(f"--valid-to must be an ISO-8601 date or time, not {valid_to!r}") from None
+    path = db_path(db)
+    if not path.exists():
+        raise fail(f"{path}: no Tortoise store")
+    try:
+        res = open_sim(path, must_exist=True).retract_point(point_id, valid_to=valid_to, dry_run=dry_run)
+    except LifecycleError as exc:
+        raise fail(f"retract {point_id!r}: {exc.code}") from None
+    _print_json({k: v for k, v in res.items() if k != "embedding"})
+
+
+@app.command()
+def supersede(old_id: Annotated[str, typer.Argument()], new_id: Annotated[str, typer.Argument()],
+              db: DbOpt = None) -> None:
+    """Supersede OLD by NEW (edges move, CORRECTS trail)."""
+    from tortoise_sim import LifecycleError
+
+    try:
+        res = open_sim(db, must_exist=True).supersede_point(old_id, new_id)
+    except LifecycleError as exc:
+        raise fail(f"supersede {old_id!r} by {new_id!r}: {exc.code}") from None
+    except FileNotFoundError as exc:
+        raise fail(f"{exc}: no Tortoise store") from None
+    _print_json(res)
+
+
+@app.command()
+def show(point_id: Annotated[str, typer.Argument()], db: DbOpt = None) -> None:
+    """Print one Point (embedding omitted)."""
+    try:
+        row = open_sim(db, must_exist=True).get_point(point_id)
+    except FileNotFoundError as exc:
+        raise fail(f"{exc}: no Tortoise store") from None
+    if row is None:
+        raise fail(f"no point with id {point_id!r}")
+    _print_json({k: v for k, v in row.items() if k != "embedding"})
+
+
+@app.command()
+def feed(db: DbOpt = None, last: Annotated[int, typer.Option(help="Only the last N events.")] = 50) -> None:
+    """Print the GraphEvent feed (seq, type, payload)."""
+    check_range("--last", last, lo=0)
+    try:
+        rows = open_sim(db, must_exist=True).store.feed()
+    except FileNotFoundError as exc:
+        raise fail(f"{exc}: no Tortoise store") from None
+    for r in rows[max(len(rows) - last, 0):]:  # --last 0 prints nothing (rows[-0:] would be every row)
+        sys.stdout.write(json.dumps({"seq": r["seq"], "type": r["type"], "payload": r["payload"]}) + "\n")
+
+
+# The dream / EP commands and ``serve`` live in their own modules; mounted last, so --help lists them last.
+app.command()(tortoise_dream.dream)
+app.command()(tortoise_dream.confidence)
+app.command()(tortoise_serve.serve)
