@@ -107,10 +107,7 @@ def _fuzz(p: dict[str, Any]) -> str:
 def _ann(p: dict[str, Any]) -> str:
     from benchmarks import ann
 
-    render = getattr(ann, "render_markdown", None)
-    if render is None:
-        raise ValueError("benchmarks.ann has no render_markdown(payload)")
-    return render(p)
+    return ann.render_md(p)
 
 
 def _locomo_page(p: dict[str, Any]) -> str:
@@ -169,7 +166,8 @@ PAGES: tuple[Page, ...] = (
          "The EP engines and the dream's store I/O options side by side, checked bit for bit."),
     Page("ann", "Approximate nearest neighbours", (("ann", _ann),),
          "memsim bench ann --out benchmarks/results",
-         "The approximate vector index against the exact scan it stands beside."),
+         "The HNSW index of the approximate-nearest-neighbour option against exact flat search timed in the same "
+         "run: build time, per-query latency and recall at growing sizes."),
     Page("serve", "Tortoise hook service", (("serve", _serve),),
          "memsim bench serve --out benchmarks/results",
          "The Tortoise per-prompt hook from spawn to exit, cold (no service) and warm (the resident service), at "
