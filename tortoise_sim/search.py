@@ -520,10 +520,10 @@ def _search_cached(
     if exact_needed and q is not None:
         c.exact_fallbacks += 1
         if tie_mode(store) == "rows" and _rows_exact_ok():
-            vec_idx = _vector_leg_rows(c, emb_sel, q, cand, cos)
+            vec_idx, score, ordered = _vector_leg_rows(c, emb_sel, q, cand, cos, lex_idx, limit)
         else:
             vec_idx = _vector_leg_as_scan(c, emb_sel, q)
-        score, ordered = _rrf(c, lex_idx, vec_idx, limit)
+            score, ordered = _rrf(c, lex_idx, vec_idx, limit)
     trace.lexical_hits, trace.vector_hits = len(lex_idx), len(vec_idx)
     hits = []
     for rank, i in enumerate(ordered.tolist(), start=1):
@@ -563,27 +563,60 @@ def _scan_cos(mat: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.divide(mat @ q, norms, out=np.zeros(len(mat)), where=norms > 0)
 
 
-def _vector_leg_rows(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray, cand: np.ndarray,
-                     cos: np.ndarray) -> np.ndarray:
-    """The scan's vector leg, bit for bit, recomputing only undecided rows. The candidates in fast-pass order form
-    clusters (neighbours < ``_TOL`` apart); a row in a cluster of two or more, or in a cluster reaching within
-    ``_TOL`` of the threshold, gets the scan's own cosine (:func:`_scan_rows`); every other row's order and
-    membership already agree with the scan's (fast-pass error < 1e-12)."""
+def _vector_leg_rows(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray, cand: np.ndarray, cos: np.ndarray,
+                     lex_idx: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The scan's vector leg and RRF result, bit for bit, recomputing only undecided rows; returns
+    ``(vec_idx, score, ordered)`` as :func:`_rrf` after the scan's vector leg.
+
+    The candidates in fast-pass order form clusters (neighbours < ``_TOL`` apart); rows of different clusters
+    keep their relative order and hit membership from the fast pass (its error is < 1e-12), so only a cluster's
+    internal order (or, within ``_TOL`` of the threshold, its membership) is open. A cluster reaching within
+    ``_TOL`` of the threshold is always resolved (the hit count is output). Another cluster of two or more is
+    resolved when one of its members could score at or above the current cut (the ``limit``-th score): its best
+    lexical part plus the vector part of the cluster's first rank; after resolving, the cut is recomputed and
+    the check repeated until no unresolved cluster can reach it. An unresolved cluster's members then score
+    below the cut under any internal order, so the returned hits and scores are the scan's."""
     o = np.lexsort((c.py_rank[cand], -cos))
     sc = cos[o]
     cid = np.concatenate(([0], np.cumsum(sc[:-1] - sc[1:] >= _TOL))) if len(sc) else np.zeros(0, np.int64)
-    undecided = np.bincount(cid)[cid] > 1
-    near = np.abs(sc - VECTOR_THRESHOLD) < _TOL
-    if near.any():
-        undecided |= np.isin(cid, cid[near])
+    ncl = int(cid[-1]) + 1 if len(cid) else 0
+    multi = np.bincount(cid, minlength=ncl) > 1
+    todo = np.zeros(ncl, dtype=bool)
+    todo[cid[np.abs(sc - VECTOR_THRESHOLD) < _TOL]] = True
+    done = np.zeros(ncl, dtype=bool)
+    cluster_of = np.full(c.n, -1, dtype=np.int64)
+    cluster_of[cand[o]] = cid
+    lex_part = np.zeros(c.n)
+    lex_part[lex_idx] = 1.0 / (RRF_K + np.arange(1, len(lex_idx) + 1))
     exact = cos.copy()
-    rows = o[undecided]
-    if len(rows):
-        exact[rows] = _scan_rows(c, emb_sel, q, cand[rows])
-        c.exact_rows += len(rows)
-    hit = exact >= VECTOR_THRESHOLD
-    hp, hc = cand[hit], exact[hit]
-    return hp[np.lexsort((c.py_rank[hp], -hc))]
+    while True:
+        new = todo & ~done
+        if new.any():
+            rows = o[new[cid]]
+            exact[rows] = _scan_rows(c, emb_sel, q, cand[rows])
+            c.exact_rows += len(rows)
+            done |= new
+        hit = exact >= VECTOR_THRESHOLD
+        hp, hc = cand[hit], exact[hit]
+        vec_idx = hp[np.lexsort((c.py_rank[hp], -hc))]
+        score, ordered = _rrf(c, lex_idx, vec_idx, limit)
+        open_ = multi & ~done
+        if not open_.any():
+            return vec_idx, score, ordered
+        cut = score[ordered[-1]] if len(ordered) == limit else -np.inf
+        vc = cluster_of[vec_idx]
+        at = np.flatnonzero(open_[vc])
+        if not len(at):
+            return vec_idx, score, ordered
+        first = np.full(ncl, len(vec_idx), dtype=np.int64)
+        np.minimum.at(first, vc[at], at)
+        best_lex = np.zeros(ncl)
+        np.maximum.at(best_lex, vc[at], lex_part[vec_idx[at]])
+        ks = np.unique(vc[at])
+        reach = ks[best_lex[ks] + 1.0 / (RRF_K + first[ks] + 1) >= cut]
+        if not len(reach):
+            return vec_idx, score, ordered
+        todo[reach] = True
 
 
 def _scan_rows(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray, slots: np.ndarray) -> np.ndarray:
