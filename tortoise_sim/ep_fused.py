@@ -30,18 +30,15 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from scipy.special import binom, eval_jacobi
 
-from .ep import (
+from .ep_batched import _batched_result, _batched_state, _jacobi_mass, tridiagonal_eigvals
+from .ep_reference import (
     BETA_FLOOR,
     MSG_CLIP,
     EPResult,
     FactorGraph,
-    _batched_result,
-    _batched_state,
-    _jacobi_mass,
     factor_pairs,
     gauss_jacobi_nodes,
     moment_match,
-    tridiagonal_eigvals,
     z_floor,
 )
 
@@ -217,7 +214,7 @@ class _RuleMemo:
 
 def run_ep_fused(fg: FactorGraph, *, damping: float, n_quad: int, max_iter: int, tol: float, warm_start: bool,
                  gamma: float, impl_boost: bool) -> EPResult:
-    """The batched engine's iteration (`ep._run_ep_batched`) with the rule and moment steps above."""
+    """The batched engine's iteration (`ep_batched.run_ep_batched`) with the rule and moment steps above."""
     factors = sorted(fg.factors, key=lambda f: f.key)
     claim_ids = list(fg.claims)
     cidx = {c: i for i, c in enumerate(claim_ids)}
