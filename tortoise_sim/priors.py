@@ -29,8 +29,9 @@ from .text import normalise_content
 __all__ = ["PRIOR_MODES", "prior_mode", "prior_ids", "PriorIndex", "prior_index_for"]
 
 PRIOR_MODES = ("index", "scan")
-_PRIORS = ("MATCH (n:Point) WHERE n.is_operator = false AND n.op_type IS NULL AND n.content IS NOT NULL "
-           "AND (n.pointKind IS NULL OR n.pointKind <> 'event') RETURN n.id AS id, n.content AS c")
+_WHERE = ("n.is_operator = false AND n.op_type IS NULL AND n.content IS NOT NULL "
+          "AND (n.pointKind IS NULL OR n.pointKind <> 'event')")
+_PRIORS = f"MATCH (n:Point) WHERE {_WHERE} RETURN n.id AS id, n.content AS c"
 
 
 def prior_mode(store: TortoiseStore, mode: str | None = None) -> str:
@@ -70,11 +71,7 @@ class PriorIndex:
         self.seq = store.write_seq
         self.ids_of: dict[str, str | set[str]] = {}
         self.key_of: dict[str, str] = {}
-        res = store.conn.execute(_PRIORS)
-        try:
-            tbl = res.get_as_arrow(0)
-        finally:
-            res.close()
+        tbl = store.scan_arrow(_WHERE, "n.id AS id, n.content AS c")
         for pid, content in zip(tbl.column("id").to_pylist(), tbl.column("c").to_pylist(), strict=True):
             self._add(pid, normalise_content(content))
         del tbl

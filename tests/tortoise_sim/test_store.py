@@ -77,3 +77,20 @@ def test_presets():
     later = SimConfig.preset("later")
     assert later.terminal_decay and later.spool_permanent == "delete"
     assert SimConfig.preset("analysed") == SimConfig()
+
+
+def test_scan_arrow_in_id_ranges_equals_one_statement():
+    """``scan_arrow`` read in id ranges returns the table the single statement returns (rows, order, values)."""
+    from tests.tortoise_sim.simkit import make_sim
+
+    sim = make_sim()
+    for i in range(23):
+        sim.create_point("statement", f"point number {i} about {'kuzu' if i % 3 else 'arrow'}",
+                         status="live" if i % 2 else "draft")
+    store = sim.store
+    where, returns = "n.content IS NOT NULL AND n.status = $st", "n.id AS id, n.content AS c, n.embedding AS e"
+    whole = store.scan_arrow(where, returns, {"st": "live"}, chunk=None)
+    assert whole.num_rows == 11
+    for chunk in (1, 4, 11, 50):
+        assert store.scan_arrow(where, returns, {"st": "live"}, chunk=chunk).to_pylist() == whole.to_pylist()
+    assert store.scan_arrow("n.content IS NULL OR n.content = 'none'", "n.id AS id", chunk=2).num_rows == 0
