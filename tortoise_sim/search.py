@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -175,6 +176,48 @@ def tie_mode(store: TortoiseStore) -> str:
     return mode
 
 
+_SPLIT_MIN_ROWS = 32_768  # below this the float32 pass is a few milliseconds: one thread
+
+
+def pass_threads(store: TortoiseStore) -> int:
+    """Threads of the float32 pass: ``store.search_pass_threads`` (1 = one matrix-vector product, the previous
+    engine), else 2 where this process may run on two or more CPUs. The pass only picks candidates with a margin
+    (every hit is re-scored in float64 afterwards, see above), so splitting the rows between threads changes no
+    output; it halves a memory-bound scan of the whole matrix."""
+    n = getattr(store, "search_pass_threads", None)
+    if n is None:
+        try:
+            n = 2 if len(os.sched_getaffinity(0)) >= 2 else 1
+        except (AttributeError, OSError):
+            n = 2 if (os.cpu_count() or 1) >= 2 else 1
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"search_pass_threads must be a positive int, got {n!r}")
+    return n
+
+
+_POOL: dict[int, Any] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def _dots(mat: np.ndarray, v: np.ndarray, threads: int) -> np.ndarray:
+    """``mat @ v``; with ``threads`` > 1 and enough rows, row blocks in parallel (numpy releases the GIL)."""
+    if threads <= 1 or len(mat) < _SPLIT_MIN_ROWS:
+        return mat @ v
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _POOL_LOCK:
+        pool = _POOL.get(threads)
+        if pool is None:
+            pool = _POOL[threads] = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="search-pass")
+    bounds = np.linspace(0, len(mat), threads + 1).astype(int)
+    out = np.empty(len(mat), dtype=np.result_type(mat, v))
+    futs = [pool.submit(np.matmul, mat[a:b], v, out=out[a:b]) for a, b in zip(bounds[1:-1], bounds[2:], strict=True)]
+    np.matmul(mat[: bounds[1]], v, out=out[: bounds[1]])
+    for f in futs:
+        f.result()
+    return out
+
+
 class _SearchCache:
     """Claim population snapshot at ``seq`` (= ``store.write_seq`` when built or last brought up to date).
 
@@ -231,6 +274,7 @@ class _SearchCache:
         self._masks: dict[tuple[tuple[str, ...], bool], np.ndarray] = {}
         self._pass: tuple[Any, ...] | None = None  # (query, seq, n, q, c32) of the last float32 pass
         self._by_rank: np.ndarray | None = None  # slots in id order (inverse of py_rank), until the next write
+        self.pass_threads = pass_threads(store)
         self.searches = 0  # searches answered from this cache
         self.exact_fallbacks = 0  # searches whose vector leg was recomputed the scan's way (near ties)
         self.exact_rows = 0  # rows recomputed by the "rows" near-tie engine (all its fallbacks together)
@@ -353,7 +397,8 @@ class _SearchCache:
         q32 = (q / qn).astype(np.float32)
         norms = self.norms[: self.n]
         with np.errstate(divide="ignore", invalid="ignore"):
-            c32 = (self.raw[: self.n] @ q32) / np.where(norms > 0, norms, 1.0).astype(np.float32)
+            c32 = _dots(self.raw[: self.n], q32, self.pass_threads) / np.where(norms > 0, norms, 1.0).astype(
+                np.float32)
         self._pass = (query, self.seq, self.n, q, c32)
         return c32
 

@@ -433,3 +433,26 @@ def test_rows_engine_steps_aside_for_a_threaded_blas():
         if not threaded:
             pytest.skip("this BLAS runs one thread at most")
         assert not search_mod._rows_exact_ok()
+
+
+def test_split_float32_pass_changes_no_output(monkeypatch):
+    """The float32 pass in row blocks on two threads picks candidates only: same hits, order, scores and trace as
+    the one-thread pass and as the scan."""
+    from tortoise_sim import SimConfig, StepClock, Tortoise
+
+    monkeypatch.setattr(search_mod, "_SPLIT_MIN_ROWS", 64)
+    outs = {}
+    for threads in (1, 2, 3):
+        sim = Tortoise(config=SimConfig(embedder="none"), encoder=_RandomEncoder(), clock=StepClock(), seed=0)
+        sim.store.search_pass_threads = threads
+        base = [_text(random.Random(k)) for k in range(40)]
+        bulk_create_points(sim.store, [{"kind": "statement", "content": base[k % 40] + f" s{k % 7}",
+                                        "status": "live"} for k in range(400)])
+        queries = [_text(random.Random(100 + k)) for k in range(5)]
+        _assert_same(sim.store, queries, limits=(3, 24))
+        assert sim.store._search_cache.pass_threads == threads
+        outs[threads] = [search_points(sim.store, q, 24)[0] for q in queries]
+    assert outs[1] == outs[2] == outs[3]
+    sim.store.search_pass_threads = 0
+    with pytest.raises(ValueError, match="search_pass_threads"):
+        search_mod.pass_threads(sim.store)
