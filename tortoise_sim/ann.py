@@ -115,7 +115,6 @@ class _AnnState:
         self.cache = cache
         self.lock = threading.Lock()
         self.index = HnswIndex(cache.raw.shape[1], m=cfg.ann_m, ef_search=cfg.ann_ef_search)
-        self.vecs = np.zeros((0, cache.raw.shape[1]), dtype=np.float32)  # the float32 rows as indexed, by slot
         self.seq = -1
         self.n = 0
 
@@ -124,10 +123,6 @@ class _AnnState:
         if self.seq == c.seq and self.n == c.n:
             return
         n = c.n
-        if self.vecs.shape[0] < n:
-            grown = np.zeros((max(n, 2 * self.vecs.shape[0]), c.raw.shape[1]), dtype=np.float32)
-            grown[: self.vecs.shape[0]] = self.vecs
-            self.vecs = grown
         touched = None if self.seq < 0 else c.log.touched_since(self.seq)
         if touched is None:
             cand = np.arange(n)  # compare every row
@@ -138,10 +133,14 @@ class _AnnState:
         gone = cand[~has]
         self.index.drop(gone)
         live = cand[has]
-        changed = live[np.any(c.raw[live] != self.vecs[live], axis=1) | (self._fid(live) < 0)]
+        fids = self._fid(live)
+        stale = fids < 0
+        if np.any(~stale):  # compare with the unit vectors the index holds (no second copy of the matrix)
+            held = self.index.index.reconstruct_batch(fids[~stale])
+            stale[~stale] = np.any(held != _unit(c.raw[live[~stale]]), axis=1)
+        changed = live[stale]
         if len(changed):
             self.index.put(changed, c.raw[changed])
-            self.vecs[changed] = c.raw[changed]
         self.seq, self.n = c.seq, n
 
     def _fid(self, slots: np.ndarray) -> np.ndarray:

@@ -72,6 +72,8 @@ def test_index_follows_writes():
     sim.update_point(ids[0], content="zebra migration serengeti")
     hits = [h["id"] for h in sim.search_points("zebra migration serengeti", 5)[0]]
     assert hits[0] == ids[0]
+    idx = sim.store._ann_state.index
+    assert idx.index.ntotal == before + 2 and idx.dead == 1 and len(idx) == before + 1  # re-added, old id ignored
     sim.retract_point(new)
     hits = [h["id"] for h in sim.search_points("quantum chromodynamics lattice", 5)[0]]
     assert new not in hits
@@ -99,3 +101,22 @@ def test_hnsw_index_reput_and_drop():
     idx.drop(np.array([8]))
     slots, _ = idx.search(vecs[8], 50)
     assert 8 not in slots.tolist() and len(slots) == 49 and len(idx) == 49
+
+
+def test_rebuilt_search_cache_rebuilds_the_index():
+    sim = make_sim(ann_index="hnsw", ann_candidates=1000)
+    _fill(sim, 20)
+    first = _hits(sim, "tomato garden")
+    state = sim.store._ann_state
+    sim.store.search_cache_mode = "rebuild"
+    sim.create_point("decision", "tomato garden compost schedule")
+    second = _hits(sim, "tomato garden")
+    assert sim.store._ann_state is not state and sim.store._ann_state.index.index.ntotal == 21
+    assert second != first and second == _hits(make_sim_like(sim), "tomato garden")
+
+
+def make_sim_like(sim):
+    exact = make_sim()
+    _fill(exact, 20)
+    exact.create_point("decision", "tomato garden compost schedule")
+    return exact
