@@ -68,32 +68,51 @@ def eigenvalues(diag: np.ndarray, off: np.ndarray, threads: int | None = None) -
     return np.concatenate([first] + [f.result() for f in futures])
 
 
-def jacobi_eval(n: int, a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+def jacobi_coefficients(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The per-row factors of `jacobi_eval`'s recurrence steps k = 1 .. n-1 for rows (M, 1) of parameters: an array
+    (3, n-1, M, 1) of (c_p, c_d, den), each formed in the scalar code's order of operations (so bit for bit the
+    values it forms per step). Degree n-1 with the same parameters uses the first n-2 steps of the same array."""
+    k = np.arange(1, max(n, 1), dtype=float)[:, None, None]  # (n-1, 1, 1)
+    t = 2 * k + a + b
+    c_p = (t * (t + 1)) * (t + 2)
+    c_d = ((2 * k) * (k + b)) * (t + 2)
+    den = ((2 * (k + a + 1)) * (k + a + b + 1)) * t
+    return np.stack([c_p, c_d, den])
+
+
+def jacobi_eval(n: int, a: np.ndarray, b: np.ndarray, x: np.ndarray, coeffs: np.ndarray | None = None) -> np.ndarray:
     """`scipy.special.eval_jacobi(n, a, b, x)` for an integer degree n, rows (M, 1) of parameters and (M, k) points.
 
     The recurrence is the one scipy evaluates for an integer degree, in the same order of operations; the parts of
-    each step that depend only on (k, a, b) are formed per row, which is exact because the scalar code forms them
-    left to right before the first x-dependent factor. Degrees below 2 go to scipy directly.
+    each step that depend only on (k, a, b) are formed per row (`jacobi_coefficients`, passed in as `coeffs` when
+    the caller reuses them), which is exact because the scalar code forms them left to right before the first
+    x-dependent factor. The x-dependent part runs in place (IEEE products and sums are commutative, so `d * c_d`
+    is `c_d * d` bit for bit). Degrees below 2 go to scipy directly.
     """
     if n < 2:
         return eval_jacobi(np.array(n, dtype=np.int64), a, b, x)
+    if coeffs is None:
+        coeffs = jacobi_coefficients(n, a, b)
+    c_p, c_d, den = coeffs[0], coeffs[1], coeffs[2]
     xm1 = x - 1
     d = (a + b + 2) * xm1 / (2 * (a + 1))
     p = d + 1
+    tmp = np.empty_like(d)
     for kk in range(n - 1):
-        k = kk + 1.0
-        t = 2 * k + a + b
-        c_p = (t * (t + 1)) * (t + 2)
-        c_d = ((2 * k) * (k + b)) * (t + 2)
-        den = ((2 * (k + a + 1)) * (k + a + b + 1)) * t
-        d = ((c_p * xm1) * p + c_d * d) / den
-        p = d + p
+        np.multiply(c_p[kk], xm1, out=tmp)
+        tmp *= p
+        d *= c_d[kk]
+        tmp += d
+        tmp /= den[kk]
+        d, tmp = tmp, d
+        p += d
     return binom(n + a, float(n)) * p
 
 
 def _rules_general(alpha: np.ndarray, beta: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and halved weights for rows with alpha != beta: `gauss_jacobi_batch`'s general branch with
-    `jacobi_eval` in place of the `eval_jacobi` ufunc."""
+    `jacobi_eval` in place of the `eval_jacobi` ufunc (the recurrence factors of (a, b) formed once for P_n and
+    P_{n-1})."""
     a = (beta - 1.0)[:, None]
     b = (alpha - 1.0)[:, None]
     with np.errstate(all="ignore"):
@@ -107,10 +126,11 @@ def _rules_general(alpha: np.ndarray, beta: np.ndarray, n: int) -> tuple[np.ndar
         bn = (2.0 / (2.0 * kb + a + b) * np.sqrt((kb + a) * (kb + b) / (2 * kb + a + b + 1))
               * np.where(kb == 1, 1.0, np.sqrt(kb * (kb + a + b) / (2.0 * kb + a + b - 1))))
         x = eigenvalues(an, bn)
-        y = jacobi_eval(n, a, b, x)
+        coef = jacobi_coefficients(n, a, b) if n >= 2 else None
+        y = jacobi_eval(n, a, b, x, coef)
         dy = 0.5 * (n + a + b + 1) * jacobi_eval(n - 1, a + 1, b + 1, x)
         x = x - y / dy
-        fm = jacobi_eval(n - 1, a, b, x)
+        fm = jacobi_eval(n - 1, a, b, x, None if coef is None else coef[:, : n - 2])
         log_fm = np.log(np.abs(fm))
         log_dy = np.log(np.abs(dy))
         fm = fm / np.exp((log_fm.max(axis=1, keepdims=True) + log_fm.min(axis=1, keepdims=True)) / 2.0)

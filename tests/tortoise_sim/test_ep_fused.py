@@ -20,7 +20,7 @@ from benchmarks.ep_engine import factor_graph, identical, result_arrays
 from tests.tortoise_sim.test_ep_batched import random_graph
 from tortoise_sim import ep, ep_fused
 from tortoise_sim.ep import gauss_jacobi_batch, tilted_moments
-from tortoise_sim.ep_fused import gauss_jacobi_rules, jacobi_eval, tilted_moments_fused
+from tortoise_sim.ep_fused import gauss_jacobi_rules, jacobi_coefficients, jacobi_eval, tilted_moments_fused
 
 
 def assert_bitwise(a: ep.EPResult, b: ep.EPResult) -> None:
@@ -43,6 +43,20 @@ def test_jacobi_recurrence_equals_scipy_eval_jacobi_bitwise(n: int) -> None:
     for aa, bb in ((a, b), (a + 1, b + 1), (b, a)):
         ref = eval_jacobi(np.array(n, dtype=np.int64), aa, bb, x)
         assert np.array_equal(jacobi_eval(n, aa, bb, x), ref, equal_nan=True)
+
+
+@pytest.mark.parametrize("n", [2, 3, 8, 12])
+def test_shared_recurrence_factors_equal_scipy_eval_jacobi_bitwise(n: int) -> None:
+    """The factors formed once for degree n serve degree n-1 (their first n-2 steps), as `_rules_general` uses them."""
+    rng = np.random.default_rng(100 + n)
+    m = 2000
+    a = (10 ** rng.uniform(-2, 3.3, m) - 1.0)[:, None]
+    b = (10 ** rng.uniform(-2, 3.3, m) - 1.0)[:, None]
+    x = rng.uniform(-1, 1, (m, 8))
+    coef = jacobi_coefficients(n, a, b)
+    for deg, c in ((n, coef), (n - 1, coef[:, : n - 2])):
+        ref = eval_jacobi(np.array(deg, dtype=np.int64), a, b, x)
+        assert np.array_equal(jacobi_eval(deg, a, b, x, c), ref, equal_nan=True)
 
 
 @pytest.mark.parametrize("n", [8, 5, 3])
