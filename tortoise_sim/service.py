@@ -23,14 +23,17 @@ op gets an error frame (or, when the client is gone, a closed connection); past 
 gets a ``Busy`` frame at once. Only store operations share the store lock, and a prompt without retrieval intent
 takes no lock at all, so no client blocks another beyond the store's own serial order.
 
-Reads during a write (``read_during_write``, default "snapshot"): a retrieval hook that arrives while a write
-holds the store is answered from the read caches as they stood when the write began (:class:`_CacheView`: the
-search and why-block caches, the encoder, nothing of Kuzu), i.e. ordered before that write: its answer is the one
-the serial order "this read, then the write" gives, bit for bit (tests/tortoise_sim/test_service.py). Such a
-reader holds the caches' :class:`tortoise_sim.search.CacheGuard`: the writer updates a cache (mid-write, or in the
-refresh after it) only once the readers inside have left, and readers arriving after that wait for the store
-lock as before. A read that would need anything beyond the caches (an input the cache does not model) waits for
-the lock and is answered after the write. "wait" = every store read waits for the lock (the previous behaviour).
+Retrieval hooks without the store lock (``read_during_write``, default "snapshot"): a retrieval hook is answered
+from the read caches as they stand (:class:`_CacheView`: the search and why-block caches at the store's
+``write_seq``, the encoder, nothing of Kuzu), so hooks run side by side and do not queue behind each other or
+behind a write. One that arrives while a write holds the store is answered from the caches as they were when
+the write began, i.e. ordered before that write: its answer is the one the serial order "this read, then the
+write" gives, bit for bit (tests/tortoise_sim/test_service.py). Such readers hold the caches'
+:class:`tortoise_sim.search.CacheGuard`: a writer updates a cache (mid-write, or in the refresh after it) only
+once the readers inside have left, and readers arriving after that take the store lock and are answered after
+the write; the refresh after the write publishes the new caches before the write is answered. A read that would
+need anything beyond the caches (an input the cache does not model) takes the lock. "wait" = every retrieval
+hook takes the store lock (the previous behaviour).
 
 Who may connect: the derived socket lives in ``hook_client.socket_dir()`` (mode 0700, created or tightened by
 :func:`private_socket_dir`), and the socket itself is 0600.
@@ -326,10 +329,12 @@ class TortoiseService:
         self.writes = 0
         self.last_refresh_s: float | None = None
         self.snapshot_reads = 0  # retrieval hooks answered from the caches while a write was in flight
+        self.view_reads = 0  # retrieval hooks answered from the cache view (no store lock)
+        self._writing = False  # a write op holds the store lock
         self.hook_samples: list[list[Any]] = []  # HOOK_SAMPLE_FIELDS of the last HOOK_SAMPLES retrieval hooks
         self.hook_count = 0
         self._tls = threading.local()  # per-request encode time
-        self._view: _CacheView | None = None  # the caches as the write in flight found them (None: no such write)
+        self._view: _CacheView | None = None  # the current read caches, for lock-free retrieval hooks
         self._stopping = threading.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -371,16 +376,16 @@ class TortoiseService:
             if enc is not None and hasattr(enc, "encode"):
                 with contextlib.suppress(Exception):
                     enc.encode(["warm up"])
-            self._refresh_caches()
+            self._refresh_caches(collect=True)
 
-    def _refresh_caches(self) -> None:
+    def _refresh_caches(self, collect: bool = False) -> None:
         """Bring the read caches up to the store's ``write_seq``; then (``freeze_gc``) move every object alive now,
         the caches' hundreds of thousands of containers above all, out of the cyclic garbage collector's reach
-        (``gc.freeze``), so no later request pays a full collection that walks them. A cache that was rebuilt
-        (not updated in place) leaves its predecessor behind: then a full collection runs first, here."""
+        (``gc.freeze``), so no later request pays a full collection that walks them. The caches hold no reference
+        cycles (a replaced cache is freed by reference counting); the young generations are collected first so
+        that fresh cyclic garbage is not frozen, and ``collect`` (the warm-up) runs one full collection before."""
         t0 = time.perf_counter()
         store = self.sim.store
-        before = [getattr(store, "_search_cache", None), getattr(store, "_why_cache", None)]
         if store.cfg.search_cache:
             from . import search, why
 
@@ -395,13 +400,9 @@ class TortoiseService:
         if self.freeze_gc:
             import gc
 
-            rebuilt = (before[0] is not getattr(store, "_search_cache", None)
-                       or before[1] is not getattr(store, "_why_cache", None))
-            before.clear()  # the old caches go now (refcount), not at the collection below
-            if rebuilt:
-                gc.unfreeze()
-                gc.collect()
+            gc.collect() if collect else gc.collect(1)
             gc.freeze()
+        self._open_view()
         self.last_refresh_s = time.perf_counter() - t0
 
     def bind(self) -> None:
@@ -509,25 +510,33 @@ class TortoiseService:
         with self.lock:
             if self.sim is None:
                 raise RuntimeError("service is shutting down")
-            guard = self._open_view() if write else None
+            self._writing = write
             try:
                 return fn(self.sim)
             finally:
-                if guard is not None:
-                    guard.close()  # no reader of the pre-write caches is left once this returns
-                    self._view = None
-                if write:
-                    self.writes += 1
-                    self._refresh_caches()
+                store = self.sim.store
+                view = self._view
+                if write or view is None or view.write_seq != store.write_seq:
+                    self._close_view()  # no reader of the caches as they were is left once this returns
+                    if write:
+                        self.writes += 1
+                    self._refresh_caches()  # and reopens the view on the current caches
+                self._writing = False
 
-    def _open_view(self) -> Any:
-        """At the start of a write (store lock held): when the read caches are current, publish a view of them
-        for readers arriving during the write and open the store's cache guard; returns the guard, or None."""
-        if self.read_during_write != "snapshot":
-            return None
+    def _close_view(self) -> None:
+        guard = getattr(self.sim.store, "_cache_guard", None) if self.sim is not None else None
+        if guard is not None:
+            guard.close()
+        self._view = None
+
+    def _open_view(self) -> None:
+        """With the store lock held and the read caches current: publish a view of them for the retrieval hooks
+        (they answer from it without the lock until a write updates a cache) and open the store's cache guard."""
+        if self.read_during_write != "snapshot" or self.sim is None:
+            return
         store = self.sim.store
         if not _CacheView.current(store):
-            return None
+            return
         from .search import CacheGuard
 
         guard = getattr(store, "_cache_guard", None)
@@ -535,11 +544,10 @@ class TortoiseService:
             guard = store._cache_guard = CacheGuard()
         self._view = _CacheView(store)
         guard.open()
-        return guard
 
-    def _read_during_write(self, fn: Any) -> tuple[bool, Any]:
-        """``(True, fn(view))`` when a write holds the store and its pre-write cache view is open and enough for
-        ``fn``; ``(False, None)`` otherwise (the caller waits for the lock)."""
+    def _read_from_view(self, fn: Any) -> tuple[bool, Any]:
+        """``(True, fn(view))`` when the cache view is open and enough for ``fn``; ``(False, None)`` otherwise
+        (the caller takes the store lock)."""
         view, sim = self._view, self.sim
         if view is None or sim is None:
             return False, None
@@ -548,14 +556,16 @@ class TortoiseService:
             return False, None
         try:
             if self._view is not view:
-                return False, None  # the write ended and another began between the two reads above
+                return False, None  # the caches moved on between the two reads above
+            during_write = self._writing
             out = fn(view)
         finally:
             guard.leave()
         if view.missed is not None:
             return False, None
         with self._count_lock:
-            self.snapshot_reads += 1
+            self.view_reads += 1
+            self.snapshot_reads += during_write
         return True, out
 
     # ------------------------------------------------------------------ operations
@@ -570,7 +580,7 @@ class TortoiseService:
                 "writes": self.writes, "rss_bytes": rss_bytes(), "embedder": self.embedder, "preset": self.preset,
                 "cached_points": getattr(cache, "n", None), "write_seq": getattr(store, "write_seq", None),
                 "last_cache_refresh_s": self.last_refresh_s, "read_during_write": self.read_during_write,
-                "snapshot_reads": self.snapshot_reads, "hook_count": self.hook_count,
+                "snapshot_reads": self.snapshot_reads, "view_reads": self.view_reads, "hook_count": self.hook_count,
                 **({"hook_sample_fields": list(HOOK_SAMPLE_FIELDS), "hook_samples": list(self.hook_samples)}
                    if samples is True else {})}
 
@@ -596,11 +606,12 @@ class TortoiseService:
                 return run_volunteer_pipeline(store, window)
 
             try:
-                if self.lock.locked():  # a write may be in flight: its pre-write caches answer, ordered before it
-                    done, out = self._read_during_write(run)
+                if self.read_during_write == "snapshot":  # the current caches answer, even while a write runs
+                    span["snapshot"] = self._writing
+                    done, out = self._read_from_view(run)
                     if done:
-                        span["snapshot"] = True
                         return out
+                    span["snapshot"] = False
                 return self._store_op(lambda sim: run(sim.store), False)
             finally:
                 self._note_hook(t0, span, getattr(self._tls, "encode_s", 0.0))
@@ -674,7 +685,9 @@ def start_detached(db: str | os.PathLike[str] | None, socket_path: str | None = 
     dbp = default_db(os.fspath(db) if db is not None else None)
     sock = socket_path_for(dbp, socket_path)
     clear_stale(sock)
-    log = log or sock + ".log"
+    if log is None:
+        private_socket_dir(Path(sock).parent)  # the log sits next to the socket, before the service makes the folder
+        log = sock + ".log"
     cmd = [sys.executable, "-m", "tortoise_sim.service", "--db", str(dbp), "--socket", sock, "--preset", preset,
            "--embedder", embedder, "--read-during-write", read_during_write]
     with open(log, "ab") as fh:

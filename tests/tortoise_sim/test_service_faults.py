@@ -336,17 +336,27 @@ def test_connection_limit_answers_busy_instead_of_queueing(short_dir):
             h.close()
 
 
-def test_courtesy_prompt_does_not_wait_for_the_store_lock(short_dir):
-    """A courtesy prompt never reads the graph (TOR-38), so a long write holding the store lock does not delay it;
-    a retrieval prompt waits for the lock and the hook's deadline cuts it off."""
-    svc = TortoiseService(short_dir / "db.kuzu", str(short_dir / "s.sock"), embedder="hashing")
+@pytest.mark.parametrize("mode", ["snapshot", "wait"])
+def test_courtesy_prompt_does_not_wait_for_the_store_lock(short_dir, mode):
+    """A courtesy prompt never reads the graph (TOR-38), so a long write holding the store lock does not delay it.
+    A retrieval prompt: answered from the current read caches without the lock ("snapshot", the default; the
+    same answer as once the lock is free), or it waits for the lock and the hook's deadline cuts it off ("wait",
+    the previous behaviour)."""
+    svc = TortoiseService(short_dir / "db.kuzu", str(short_dir / "s.sock"), embedder="hashing",
+                          read_during_write=mode)
     with running(svc):
         with svc.lock:  # a write in progress
             t0 = time.monotonic()
             res = call(svc.sock, "hook_volunteer", {"stdin": COURTESY, "harness": "claude"}, timeout=1.0)
             assert res == {"stdout": ""} and time.monotonic() - t0 < 0.5
-            with pytest.raises(TimeoutError):
-                call(svc.sock, "hook_volunteer", {"stdin": RETRIEVAL, "harness": "claude"}, timeout=0.5)
+            if mode == "wait":
+                with pytest.raises(TimeoutError):
+                    call(svc.sock, "hook_volunteer", {"stdin": RETRIEVAL, "harness": "claude"}, timeout=0.5)
+            else:
+                held = call(svc.sock, "hook_volunteer", {"stdin": RETRIEVAL, "harness": "claude"}, timeout=30.0)
+        if mode == "snapshot":
+            assert held == call(svc.sock, "hook_volunteer", {"stdin": RETRIEVAL, "harness": "claude"}, timeout=30.0)
+            assert svc.view_reads == 2
 
 
 def test_socket_folder_is_0700_and_socket_0600(short_dir, monkeypatch):
