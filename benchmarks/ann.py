@@ -34,6 +34,7 @@ from benchmarks.common import (
     percentile,
     write_results,
 )
+from tortoise_sim.ann import DEFAULT_EF_CONSTRUCTION as EF_CONSTRUCTION
 
 CHUNK = 10_000
 GENERATOR_VERSION = 1
@@ -183,7 +184,6 @@ LEVEL_N = 1_000_000
 LEVEL_P50_MS = 5.0
 EF_SWEEP = (16, 32, 48, 64, 96, 128, 192, 256)
 M_SWEEP = (16, 32)
-EF_CONSTRUCTION = 200
 SERVICE_CANDIDATES = 256  # SimConfig.ann_candidates default: what the search asks the index for
 
 

@@ -33,7 +33,7 @@ __all__ = ["ANN_KINDS", "HnswIndex", "DEFAULT_M", "DEFAULT_EF_CONSTRUCTION", "DE
 ANN_KINDS = ("hnsw",)
 DEFAULT_M = 32
 """HNSW graph degree (FAISS ``M``); chosen with ``memsim bench ann`` (see ``benchmarks/results/ann.md``)."""
-DEFAULT_EF_CONSTRUCTION = 200
+DEFAULT_EF_CONSTRUCTION = 100
 DEFAULT_EF_SEARCH = 128
 """Search beam width (FAISS ``efSearch``; raised to the candidate count when that is larger)."""
 
