@@ -12,6 +12,15 @@ Two sections, each measured side by side in one run, "before" = the previous def
    ``ep_scaling`` graph and bulk load): before = ``ep_engine="batched", store_io="unwind"``, after = the
    defaults (``"fused"``, ``"bulk"``); split into load, EP, flush + write-back (with the feed events separately);
    the two stores' Point EP columns, edge messages and feeds are compared.
+3. **Eigenvalues** (why LAPACK ``dsterf`` runs, and whether its bits come cheaper): the nodes of every
+   Gauss-Jacobi rule are the eigenvalues of its 8 x 8 Jacobi matrix (Golub-Welsch, as scipy's ``roots_jacobi``),
+   so each distinct cavity (alpha, beta) costs one ``dsterf``. The Jacobi matrices the fused engine solves in one
+   ``run_ep`` are recorded, with how many distinct (alpha, beta) bit patterns they come from (what any cache could
+   save), and solved twice side by side: one ``dsterf`` call per matrix (the engine's way) and one call per
+   ``STACK_BLOCKS`` matrices stacked block-diagonally (``stacked_dsterf``), each block scaled by its own power of
+   4 so that its eigenvalues land in their own exponent band of the one sorted output; scaling by a power of 4 is
+   exact and every operation of ``dsterf`` commutes with it, so the values are compared bit for bit with the
+   per-matrix ones.
 
     .venv/bin/python -m benchmarks.ep_engine --out DIR            # 2,000-factor run_ep, 10,000-factor dream
     .venv/bin/python -m benchmarks.ep_engine --quick --out DIR    # 300 / 1,000 factors
@@ -209,6 +218,119 @@ def dream_section(n_factors: int, seed: int, tmp: Path, repeat: int) -> dict[str
             "points": len(sa[0]), "edges": len(sa[1]), "feed_rows": len(sa[2])}
 
 
+STACK_BLOCKS = 21  # matrices per stacked dsterf call: scale exponents -120 .. 120 in steps of 12
+STACK_STEP = 12  # exponent distance of neighbouring blocks' scales (even: square roots stay exact)
+STACK_SPAN = 120
+
+
+def stacked_dsterf(diag: np.ndarray, off: np.ndarray, per_call: int = STACK_BLOCKS) -> np.ndarray:
+    """Eigenvalues of M tridiagonal matrices with one LAPACK ``dsterf`` call per ``per_call`` of them, stacked
+    block-diagonally (the zero off-diagonal between blocks splits the problem exactly where separate calls would).
+    Block i of a call is scaled by 2^(STACK_STEP i - STACK_SPAN): its eigenvalues (|x| in [2^-11, 2) for a block
+    whose Gershgorin bound is < 1.99) fall into their own binary-exponent band, so the one ascending output of the
+    call splits back into the blocks. A call whose bands do not hold exactly n values each (an eigenvalue below
+    2^-11 in magnitude, a zero, a LAPACK failure) and every matrix outside the safe range are solved one by one."""
+    from tortoise_sim.ep_batched import _dsterf_pointer, tridiagonal_eigvals
+
+    d0, e0 = np.asarray(diag, dtype=float), np.asarray(off, dtype=float)
+    m, n = d0.shape
+    fn = _dsterf_pointer()
+    if fn is None or n < 2 or m == 0:
+        return tridiagonal_eigvals(d0, e0)
+    import ctypes
+
+    out = np.empty((m, n))
+    ad, ae = np.abs(d0), np.abs(e0)
+    g = ad.copy()
+    g[:, 1:] += ae
+    g[:, :-1] += ae
+    with np.errstate(invalid="ignore"):
+        tiny = np.minimum(np.where(ad > 0, ad, np.inf).min(axis=1), ae.min(axis=1))
+        ok = np.isfinite(g).all(axis=1) & (g.max(axis=1) < 1.99) & (tiny >= 2.0 ** -300)
+    good, bad = np.flatnonzero(ok), np.flatnonzero(~ok)
+    gn = good.size
+    if gn:
+        sh = STACK_STEP * (np.arange(gn) % per_call) - STACK_SPAN
+        big_d = np.ldexp(d0[good], sh[:, None]).reshape(-1)
+        big_e = np.zeros((gn, n))
+        big_e[:, : n - 1] = np.ldexp(e0[good], sh[:, None])
+        big_e = big_e.reshape(-1)
+        info = ctypes.c_int(0)
+        pinfo = ctypes.byref(info)
+        nn = ctypes.c_int(per_call * n)
+        pn = ctypes.byref(nn)
+        step = 8 * n * per_call
+        n_calls = (gn + per_call - 1) // per_call
+        failed = np.zeros(n_calls, dtype=bool)
+        for c in range(n_calls):
+            nn.value = min(per_call, gn - c * per_call) * n
+            fn(pn, big_d.ctypes.data + c * step, big_e.ctypes.data + c * step, pinfo)
+            failed[c] = info.value != 0
+            info.value = 0
+        _, ex = np.frexp(big_d)
+        call = np.arange(gn * n) // (n * per_call)
+        band = (ex + (STACK_SPAN + STACK_STEP - 2)) // STACK_STEP
+        wrong = (big_d == 0) | (band < 0) | (band >= np.minimum(per_call, gn - call * per_call))
+        label = call * per_call + np.where(wrong, 0, band)
+        failed[np.unique(call[wrong])] = True
+        failed[np.unique(np.flatnonzero(np.bincount(label, minlength=gn) != n) // per_call)] = True
+        vals = big_d[np.argsort(label, kind="stable")].reshape(gn, n)
+        out[good] = np.ldexp(vals, -sh[:, None])
+        redo = good[failed[np.arange(gn) // per_call]]
+        if redo.size:
+            out[redo] = tridiagonal_eigvals(d0[redo], e0[redo])
+    if bad.size:
+        out[bad] = tridiagonal_eigvals(d0[bad], e0[bad])
+    return out
+
+
+def eig_section(n_factors: int, seed: int, repeat: int) -> dict[str, Any]:
+    from tortoise_sim import ep_fused
+    from tortoise_sim.ep import gauss_jacobi_nodes, run_ep
+    from tortoise_sim.ep_batched import tridiagonal_eigvals
+
+    fg = factor_graph(n_factors, seed)
+    batches: list[tuple[np.ndarray, np.ndarray]] = []
+    keys: list[np.ndarray] = []
+    real_eig, real_rules = ep_fused.eigenvalues, ep_fused._rules_general
+
+    def record_eig(diag: np.ndarray, off: np.ndarray, threads: int | None = None) -> np.ndarray:
+        batches.append((diag.copy(), off.copy()))
+        return real_eig(diag, off, threads)
+
+    def record_rules(alpha: np.ndarray, beta: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        keys.append(np.stack([alpha.view(np.uint64), beta.view(np.uint64)], axis=1).copy())
+        return real_rules(alpha, beta, n)
+
+    gauss_jacobi_nodes.cache_clear()
+    ep_fused.eigenvalues, ep_fused._rules_general = record_eig, record_rules
+    try:
+        res = run_ep(fg, engine="fused")
+    finally:
+        ep_fused.eigenvalues, ep_fused._rules_general = real_eig, real_rules
+    matrices = sum(d.shape[0] for d, _ in batches)
+    distinct = int(np.unique(np.concatenate(keys), axis=0).shape[0]) if keys else 0
+    times: dict[str, list[float]] = {"per_matrix": [], "stacked": []}
+    same = True
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        one = [tridiagonal_eigvals(d, e) for d, e in batches]
+        times["per_matrix"].append(time.perf_counter() - t0)
+        gc.collect()
+        t0 = time.perf_counter()
+        two = [stacked_dsterf(d, e) for d, e in batches]
+        times["stacked"].append(time.perf_counter() - t0)
+        same = same and all(np.array_equal(a, b) for a, b in zip(one, two, strict=True))
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    return {"factors": len(fg.factors), "iterations": res.iterations, "calls": len(batches), "matrices": matrices,
+            "distinct_alpha_beta": distinct, "repeat": repeat, "blocks_per_call": STACK_BLOCKS,
+            "per_matrix_s": times["per_matrix"], "stacked_s": times["stacked"],
+            "per_matrix_median_s": med["per_matrix"], "stacked_median_s": med["stacked"],
+            "us_per_matrix": 1e6 * med["per_matrix"] / max(matrices, 1),
+            "ratio": med["per_matrix"] / med["stacked"], "bit_identical": bool(same)}
+
+
 def levels(res: dict[str, Any]) -> list[dict[str, Any]]:
     ep, dm = res["ep"], res["dream"]
     after = dm["median"]["after"]
@@ -246,6 +368,23 @@ def render(payload: dict[str, Any]) -> str:
     parts = [[k, v, v / ep["instrumented_s"]] for k, v in ep["breakdown_s"].items()]
     lv = [[x["level"], x["before_s"], x["measured_s"], x["bit_identical"], "met" if x["met"] else "missed"]
           for x in payload["levels"]]
+    eig = payload.get("eig")
+    eig_md = ""
+    if eig:
+        eig_md = ("## Eigenvalues: why `dsterf` runs, and what stacking the calls buys\n\n"
+                  f"One fused `run_ep` on the {eig['factors']:,}-factor graph ({eig['iterations']} iterations) "
+                  f"solves {eig['matrices']:,} Jacobi matrices (8 x 8) in {eig['calls']} batches; they come from "
+                  f"{eig['distinct_alpha_beta']:,} distinct cavity (alpha, beta) bit patterns, so a cache across "
+                  "iterations or slots could skip at most the difference. Each matrix's eigenvalues are the rule's "
+                  "nodes before scipy's Newton step, whose result and the weights depend on every bit of them. The "
+                  f"same matrices solved side by side (median of {eig['repeat']}):\n\n"
+                  + md_table(["eigenvalue path", "s", "us per matrix", "identical to per-matrix"],
+                             [["one `dsterf` call per matrix (the engine)", eig["per_matrix_median_s"],
+                               eig["us_per_matrix"], True],
+                              [f"one `dsterf` call per {eig['blocks_per_call']} matrices stacked (power-of-4 scaled "
+                               "blocks)", eig["stacked_median_s"],
+                               1e6 * eig["stacked_median_s"] / max(eig["matrices"], 1), eig["bit_identical"]]])
+                  + f"\n\nStacked / per-matrix speed-up: {eig['ratio']:.2f}x.\n\n")
     return ("# EP engine and dream pass: before and after, side by side\n\n"
             "Before = the previous default kept as a named option (`run_ep(engine=\"batched\")`; "
             "`dream(ep_engine=\"batched\", store_io=\"unwind\")`), after = the new default. Identical means "
@@ -257,7 +396,7 @@ def render(payload: dict[str, Any]) -> str:
             "## Where the fused engine's time goes (one instrumented run)\n\n"
             + md_table(["part", "s", "share"], parts) + "\n\n"
             "## Dream pass phases (median s)\n\n"
-            + md_table(["phase", "before", "after"], phases) + "\n\n" + meta_block(meta) + "\n")
+            + md_table(["phase", "before", "after"], phases) + "\n\n" + eig_md + meta_block(meta) + "\n")
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
@@ -286,9 +425,11 @@ def main(argv: list[str] | None = None) -> list[Path]:
     res: dict[str, Any] = {}
     try:
         with progress_bar() as track:
-            for step in track(["ep", "dream"], description="ep-engine"):
+            for step in track(["ep", "eig", "dream"], description="ep-engine"):
                 if step == "ep":
                     res["ep"] = ep_section(sizes["ep"], args.seed, repeat)
+                elif step == "eig":
+                    res["eig"] = eig_section(sizes["ep"], args.seed, repeat)
                 else:
                     res["dream"] = dream_section(sizes["dream"], args.seed, tmp, args.dream_repeat)
     finally:

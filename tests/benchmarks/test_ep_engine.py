@@ -26,3 +26,34 @@ def test_sections_levels_and_render(tmp_path: Path) -> None:
     ep_engine.main(["--render", "--out", str(out)])
     md = (out / "ep-engine.md").read_text(encoding="utf-8")
     assert f"{ep['fused_median_s']:.3f}" in md and "## Levels" in md and ("met" in md or "missed" in md)
+
+
+def test_stacked_dsterf_equals_one_call_per_matrix_bitwise() -> None:
+    """The stacked path returns the per-matrix bits on Jacobi-like matrices, on matrices with an eigenvalue near 0
+    (a band check must send the call to the per-matrix path), zeros, a non-finite row and out-of-range rows."""
+    import numpy as np
+
+    from tortoise_sim.ep_batched import tridiagonal_eigvals
+
+    rng = np.random.default_rng(5)
+    m, n = 400, 8
+    diag = rng.uniform(-0.6, 0.6, (m, n))
+    off = rng.uniform(0.05, 0.6, (m, n - 1))
+    diag[10] = 0.0
+    off[10] = 0.5  # symmetric spectrum with paired +-x: fine; and the odd 3 x 3 below has an exact zero
+    diag[11, :] = [0.0, 1e-9, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    diag[12] *= 1e-120
+    off[13] *= 40.0  # Gershgorin bound >= 1.99: per-matrix path
+    diag[14, 3] = np.nan
+    expected = tridiagonal_eigvals(diag, off)
+    got = ep_engine.stacked_dsterf(diag, off)
+    assert np.array_equal(got, expected, equal_nan=True)
+    odd = rng.uniform(-0.5, 0.5, (50, 3))
+    odd[::2] = 0.0  # 3 x 3 with zero diagonal: one eigenvalue exactly 0
+    odd_off = rng.uniform(0.1, 0.5, (50, 2))
+    assert np.array_equal(ep_engine.stacked_dsterf(odd, odd_off, 7), tridiagonal_eigvals(odd, odd_off))
+
+
+def test_eig_section_counts_and_compares() -> None:
+    eig = ep_engine.eig_section(100, 0, 1)
+    assert eig["bit_identical"] and eig["matrices"] >= eig["distinct_alpha_beta"] > 0 and eig["calls"] > 1
