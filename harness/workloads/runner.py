@@ -6,7 +6,8 @@ conversation, read ``stored()`` once, then time one ``deliver`` per probe and tu
 (``meta["row_ms"]``, see ``harness.workloads.base``): ``design_ms`` (that row's time in the design's public API;
 rows that share one ranking put its cost on the row that ran it first), ``arm_design_ms`` (the sum over the arm's
 rows for this probe) and ``harness_ms`` (the rest of the deliver call: the harness's own provenance matching and
-rendering, shared by the arm's rows); all are None for an arm that does not report it. Arms are named (the registry of
+rendering, shared by the arm's rows); all are None for an arm that does not report it. ``text_sha1`` is the SHA-1
+of the delivered text (two runs delivered the same text when their digests agree). Arms are named (the registry of
 ``harness.workloads.arms``) or given as an ``ArmSpec`` (an external arm loaded with ``--arm-class`` or an entry
 point). An arm that cannot be built, or whose ``ingest`` raises ``ArmUnavailable`` (the conversation lacks
 what it needs, e.g. recorded LM outputs), is reported ``unavailable`` with the reason; an arm that raises while
@@ -17,6 +18,7 @@ delivered row's text is answered and scored; without it no answer field exists.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -217,6 +219,7 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str | ArmSpec], wor
                     rec["arm_design_ms"] = sum(v or 0.0 for v in design.values()) if split else None
                     rec["harness_ms"] = harness_ms
                     rec["meta"] = compact_meta(d.meta)
+                    rec["text_sha1"] = hashlib.sha1(d.text.encode("utf-8")).hexdigest()
                     if answerer is not None:
                         rec.update(answerer(probe, d.text))
                     records.append(rec)

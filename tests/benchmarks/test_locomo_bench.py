@@ -4,7 +4,9 @@ that survive an interrupted run (fault injected at the write of the second conve
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -83,7 +85,7 @@ def test_interrupted_run_keeps_finished_conversations(tmp_path: Path) -> None:
     out = tmp_path / "out"
     plan = FaultPlan({"locomo.conversation.write": 2})
     with pytest.raises(FaultInjected):
-        mod.run(out, data=data, arms="full,oracle", fault_hook=plan)
+        mod.run(out, data=data, arms="full,oracle", fault_hook=plan, workers=1)
     files = sorted(p.name for p in (out / "locomo").iterdir())
     assert files == ["conv-a.json"]  # the finished one is kept, the interrupted one left no partial file
     first = json.loads((out / "locomo" / "conv-a.json").read_text())
@@ -247,3 +249,106 @@ def test_shared_encoder_cache_changes_no_result(tmp_path: Path) -> None:
     # repeat of its bank texts (the faithful-recompute timing) is not served, so that timing still pays
     assert stats["hits"] == 1 + 2 + 2 and stats["misses"] >= 4
     assert json.loads((tmp_path / "out-False" / "locomo.json").read_text())["encoder_cache"] == {}
+
+
+def _tiny2(sample: str, pet: str) -> dict:
+    """A second tiny conversation shape: two sessions, so the design arms have something to rank and train on."""
+    conv = _tiny(sample)
+    conv["conversation"]["session_2_date_time"] = "9:00 am on 3 June, 2023"
+    conv["conversation"]["session_2"] = [
+        {"speaker": "Bob", "dia_id": "D2:1", "text": f"My {pet} learned a new trick in the garden."},
+        {"speaker": "Ann", "dia_id": "D2:2", "text": "Tom the cat ignores every trick."}]
+    conv["qa"].append({"question": "What learned a new trick?", "answer": pet, "evidence": ["D2:1"],
+                       "category": 1})
+    return conv
+
+
+WALL_CLOCK = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+[+\dZ:]*|[0-9a-f]{32}|[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+FRACTAL_TEXT_SIZE = re.compile(r"^(tokens|chars|text_sha1)")
+
+
+def _steady(obj: Any, fractal: bool = False) -> Any:
+    """A results JSON without timings (``benchmarks.locomo.without_timings``) and without what Fractal's prompt
+    takes from the wall clock: its history JSON carries the run's timestamps and random turn ids (FRA-02), so the
+    size and digest of its delivered text differ between any two runs, serial or not; its excerpt is compared
+    with those masked, its recall, stored and delivered ids as they are."""
+    if isinstance(obj, dict):
+        fr = fractal or obj.get("row") == "fractal"
+        out = {}
+        for k, v in obj.items():
+            if fr and FRACTAL_TEXT_SIZE.match(k):
+                continue
+            if fr and k == "text_excerpt":
+                out[k] = WALL_CLOCK.sub("#", v)
+                continue
+            out[k] = _steady(v, fr or k == "fractal")
+        return out
+    if isinstance(obj, list):
+        return [_steady(v, fractal) for v in obj]
+    return obj
+
+
+def test_parallel_conversations_change_no_result(tmp_path: Path) -> None:
+    """Conversations in two worker processes give the serial run's results: every record (recall, stored, tokens,
+    rankings, the delivered text's digest), every aggregate metric and example, in the same order; only times,
+    peaks, the worker count and the cache's hit counts differ. The workers' progress reaches the parent's bars and
+    the per-conversation files are all written."""
+    from benchmarks import locomo as mod
+
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([_tiny2("conv-a", "dog"), _tiny2("conv-b", "parrot"), _tiny2("conv-c", "hamster")]))
+    arms = "full,last20,bm25,mean,hybrid,oracle,np-mean,pm,fractal,tortoise"
+    bars: dict[str, list[int]] = {}
+
+    def track(it, description: str = "", total: int | None = None):  # type: ignore[no-untyped-def]
+        seen = bars.setdefault(description, [0, total or 0])
+        for x in it:
+            seen[0] += 1
+            yield x
+
+    serial = tmp_path / "serial"
+    parallel = tmp_path / "parallel"
+    mod.run(serial, data=data, arms=arms, k_values=(1, 2), workers=1)
+    mod.run(parallel, data=data, arms=arms, k_values=(1, 2), workers=2, track=track)
+    a = json.loads((serial / "locomo.json").read_text())
+    b = json.loads((parallel / "locomo.json").read_text())
+    assert a["config"]["workers"] == 1 and b["config"]["workers"] == 2 and len(b["worker_peak_rss_mb"]) >= 1
+    assert _steady(mod.without_timings(a)) == _steady(mod.without_timings(b))
+    assert [c["conversation"] for c in b["conversations"]] == ["conv-a", "conv-b", "conv-c"]
+    assert all(s["status"] == "ok" for per in b["aggregate"]["arm_status"].values() for s in per.values())
+    for conv in ("conv-a", "conv-b", "conv-c"):
+        ra = json.loads((serial / "locomo" / f"{conv}.json").read_text())
+        rb = json.loads((parallel / "locomo" / f"{conv}.json").read_text())
+        assert ra["records"] and all(len(r["text_sha1"]) == 40 for r in ra["records"])
+        assert _steady(mod.without_timings(ra)) == _steady(mod.without_timings(rb))
+    # a bar per conversation and arm, each run to its total (3 probes), driven from the workers' events
+    assert {d for d in bars} == {f"{c} {x}" for c in ("conv-a", "conv-b", "conv-c") for x in arms.split(",")}
+    assert all(done == total == 3 for done, total in bars.values())
+
+
+def test_interrupted_parallel_run_keeps_what_finished(tmp_path: Path) -> None:
+    """With two workers the second file written fails: the first finished conversation is on disk (whichever it
+    was), no partial file and no locomo.json."""
+    from benchmarks import locomo as mod
+
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([_tiny("conv-a"), _tiny("conv-b")]))
+    out = tmp_path / "out"
+    with pytest.raises(FaultInjected):
+        mod.run(out, data=data, arms="full,oracle", fault_hook=FaultPlan({"locomo.conversation.write": 2}),
+                workers=2)
+    files = sorted(p.name for p in (out / "locomo").iterdir())
+    assert len(files) == 1 and files[0] in ("conv-a.json", "conv-b.json")
+    assert not (out / "locomo.json").exists()
+
+
+def test_levels_name_the_arm_set() -> None:
+    """The wall level is 5 minutes for the arms that existed before the paper rows, 15 for the full design run."""
+    from benchmarks import locomo as mod
+
+    pre = mod.levels(290.0, 1000.0, list(mod.PRE_PAPER_ARMS))
+    full = mod.levels(290.0, 1000.0, list(mod.PRE_PAPER_ARMS) + ["tortoise-recorded"])
+    assert pre["wall_s"]["max"] == 300 and pre["wall_s"]["met"] and pre["arm_set"] == "pre-paper arms"
+    assert full["wall_s"]["max"] == 900 and full["arm_set"] == "full design run"
+    assert not mod.levels(301.0, 1000.0, list(mod.PRE_PAPER_ARMS))["wall_s"]["met"]
+    assert not mod.levels(10.0, 5000.0)["peak_rss_gb"]["met"]  # 5000 MiB is above 4e9 bytes
