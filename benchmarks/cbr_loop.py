@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import machine_description, md_table, meta_block, set_torch_threads, write_results
+from benchmarks.common import machine_description, md_table, meta_block, start_run, write_results
 from benchmarks.worlds import CBRWorld, QuerySet
 from benchmarks.worlds.cbr_agents import EncoderSelector, NoMemorySelector, OracleSelector, WorldPlanner
 
@@ -163,9 +163,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, rounds: int | None
 
     from agentfly_sim.embedding import NpSelector
 
-    set_torch_threads(1)
-    track = track or (lambda it, description="", total=None: it)
-    t_start = time.perf_counter()
+    track, t_start = start_run(track)
     rounds = rounds or (2 if quick else 5)
     per_round = per_round or (6 if quick else 80)
     world = CBRWorld(seed=seed)
@@ -269,6 +267,16 @@ def _k_explanation(p: dict[str, Any]) -> str:
     return text
 
 
+def _accuracy_axes(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
+    """Labels, the 0..1 accuracy range, grid and legend of one panel of the figure."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
 def _figure(p: dict[str, Any]) -> Any:
     import matplotlib
 
@@ -283,12 +291,7 @@ def _figure(p: dict[str, Any]) -> Any:
         xs = [r["round"] for r in a["rounds"]]
         ax.plot(xs, [r["accuracy"] for r in a["rounds"]], "o-", label=LABELS[a["arm"]])
     ax.set_xticks([r["round"] for r in p["arms"][0]["rounds"]])
-    ax.set_xlabel("round")
-    ax.set_ylabel("accuracy (judged correct)")
-    ax.set_ylim(0, 1)
-    ax.set_title("Learning curves, K=8 (scripted planner)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _accuracy_axes(ax, "round", "accuracy (judged correct)", "Learning curves, K=8 (scripted planner)")
     ax = axes[1]
     for arm in ("np", "oracle"):
         rows = sorted([r for r in p["k_sweep"] if r["arm"] == arm], key=lambda r: r["k"])
@@ -298,11 +301,6 @@ def _figure(p: dict[str, Any]) -> Any:
         ax.axhline(_mean_acc(nm), color="grey", ls=":", label="no memory")
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(K_SWEEP), [str(k) for k in K_SWEEP])
-    ax.set_xlabel("K (MEMORY_TOP_K)")
-    ax.set_ylabel("mean accuracy over rounds")
-    ax.set_ylim(0, 1)
-    ax.set_title("K sweep")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _accuracy_axes(ax, "K (MEMORY_TOP_K)", "mean accuracy over rounds", "K sweep")
     fig.tight_layout()
     return fig

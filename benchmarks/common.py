@@ -160,11 +160,23 @@ def default_out_dir(quick: bool = False) -> Path:
     return default_out("bench")
 
 
+def no_progress(it: Any, description: str = "", total: int | None = None) -> Any:
+    """The ``track`` of a run without progress bars: the iterable itself."""
+    return it
+
+
+def start_run(track: Callable[..., Any] | None) -> tuple[Callable[..., Any], float]:
+    """The start of a benchmark's ``run``: one torch thread, ``track`` (or :func:`no_progress`) and the start time
+    (``time.perf_counter``) of the run's wall clock."""
+    set_torch_threads(1)
+    return track or no_progress, time.perf_counter()
+
+
 @contextmanager
 def progress_bar(enabled: bool = True) -> Iterator[Callable[..., Any]]:
     """Yield ``track(iterable, description, total=None)`` backed by one rich Progress (a no-op when disabled)."""
     if not enabled:
-        yield lambda it, description="", total=None: it
+        yield no_progress
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

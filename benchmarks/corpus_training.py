@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import no_progress
+
 
 class TrainerUnavailable(RuntimeError):
     """agentfly_sim does not offer the trainer API these runs need."""
@@ -51,7 +53,7 @@ def split_auc_runs(data: Path, *, quick: bool, seed: int, track: Callable | None
         from agentfly_sim.training import TrainConfig, train
     except ImportError as exc:
         raise TrainerUnavailable(f"agentfly_sim.training is not available ({exc})") from None
-    track = track or (lambda it, description="", total=None: it)
+    track = track or no_progress
     src = data / "training_data.jsonl"
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(dir=tmp_dir) as td:

@@ -44,6 +44,7 @@ from benchmarks.common import (
     meta_block,
     percentile,
     set_torch_threads,
+    start_run,
     write_results,
 )
 from benchmarks.worlds import CBRWorld
@@ -307,9 +308,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable | 
         echo: Callable[[str], Any] = print, tmp_dir: Path | None = None) -> list[Path]:
     import tempfile
 
-    set_torch_threads(1)
-    track = track or (lambda it, description="", total=None: it)
-    t_start = time.perf_counter()
+    track, t_start = start_run(track)
     world = CBRWorld(seed=seed)
     if quick:
         sizes, faithful_sizes, n_faithful, n_cached = [200, 1000, 10_000], [200], 1, 5
@@ -366,7 +365,6 @@ def rerun_tortoise(out_dir: Path, sizes: list[int] | None = None, build_budget_s
     import json
     import tempfile
 
-    from benchmarks.common import set_torch_threads
     from benchmarks.cost_tortoise import cache_note, tortoise_section
 
     set_torch_threads(1)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import rankers
-from benchmarks.common import machine_description, md_table, meta_block, set_torch_threads, write_results
+from benchmarks.common import machine_description, md_table, meta_block, start_run, write_results
 from benchmarks.metrics import evaluate_run
 from benchmarks.worlds import CBRWorld
 
@@ -81,9 +81,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, n_cases: int | Non
     """Run the selector benchmark and write ``selectors.{json,md,png}`` to ``out_dir``; return the paths."""
     import tempfile
 
-    set_torch_threads(1)
-    track = track or (lambda it, description="", total=None: it)
-    t_start = time.perf_counter()
+    track, t_start = start_run(track)
     n_cases = n_cases or (150 if quick else 2000)
     n_queries = n_queries or (15 if quick else 300)
     world = CBRWorld(seed=seed)

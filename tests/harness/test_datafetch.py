@@ -111,6 +111,12 @@ def _serve(srv: ThreadingHTTPServer, name: str, body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
+def _served_locomo(srv: ThreadingHTTPServer, mode: str, name: str) -> DataFile:
+    """The LoCoMo file as a DataFile that ``srv`` serves as ``name`` under ``mode`` (ok, wrong, truncate, ...)."""
+    body = _locomo_files()[0].read_bytes()
+    return DataFile("locomo", "locomo10.json", _url(srv, mode, name), _serve(srv, name, body))
+
+
 def _tree(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
 
@@ -173,8 +179,7 @@ def test_a_file_placed_by_hand_with_the_pinned_checksum_needs_no_network(home) -
 
 @needs_locomo
 def test_checksum_mismatch_is_refused_and_nothing_is_cached(server, home) -> None:
-    body = _locomo_files()[0].read_bytes()
-    f = DataFile("locomo", "locomo10.json", _url(server, "wrong", "c.json"), _serve(server, "c.json", body))
+    f = _served_locomo(server, "wrong", "c.json")
     with pytest.raises(FetchError) as err:
         fetch_file(f)
     assert err.value.kind == "checksum"
@@ -186,8 +191,7 @@ def test_checksum_mismatch_is_refused_and_nothing_is_cached(server, home) -> Non
 
 @needs_locomo
 def test_checksum_mismatch_keeps_an_earlier_file_untouched(server, home) -> None:
-    body = _locomo_files()[0].read_bytes()
-    f = DataFile("locomo", "locomo10.json", _url(server, "wrong", "c.json"), _serve(server, "c.json", body))
+    f = _served_locomo(server, "wrong", "c.json")
     f.destination().parent.mkdir(parents=True)
     f.destination().write_bytes(b"[]")  # a stale file under the name: pooch would update it
     with pytest.raises(FetchError, match=re.escape(f"the file there now (sha256 {hashlib.sha256(b'[]').hexdigest()}) "
@@ -198,8 +202,7 @@ def test_checksum_mismatch_keeps_an_earlier_file_untouched(server, home) -> None
 
 @needs_locomo
 def test_interrupted_download_leaves_nothing_half_written(server, home) -> None:
-    body = _locomo_files()[0].read_bytes()
-    f = DataFile("locomo", "locomo10.json", _url(server, "truncate", "t.json"), _serve(server, "t.json", body))
+    f = _served_locomo(server, "truncate", "t.json")
     with pytest.raises(FetchError) as err:
         fetch_file(f)
     assert err.value.kind == "interrupted", str(err.value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from harness.claims.tortoise_volunteer import billing_points
 from tests.tortoise_sim.simkit import ask, make_sim, t0
 from tortoise_sim.capture import redact, session_event_id
 from tortoise_sim.digest import CLOSING_HINT, DIGEST_TITLE, HEADINGS, render_digest
@@ -110,23 +111,11 @@ def test_14_6_ids_through_capture():
         session_event_id("s1"))
 
 
-BILLING = [
-    ("Billing migration moves invoices into Stripe Connect accounts", 20),
-    ("Billing migration freezes legacy coupons during cutover weekend", 15),
-    ("Billing migration requires finance signoff from Priya", 10),
-    ("Billing migration archives dunning emails older than ninety days", 8),
-    ("Billing migration keeps tax exports in quarterly parquet snapshots", 6),
-]
 
 
 def test_14_8_re_mention_suppression():
     sim = make_sim()
-    ids = []
-    for content, a in BILLING:
-        pid = sim.create_point("decision", content)["id"]
-        sim.update_point(pid, status="live")
-        sim.set_point_baseline(pid, a, 1)
-        ids.append(pid)
+    ids = billing_points(sim)
     q1 = "What did we decide about the billing migration?"
     r1 = sim.volunteer_context(ask(q1))
     assert [p["id"] for p in r1["pointers"]] == ids[:3]
