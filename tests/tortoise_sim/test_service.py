@@ -393,3 +393,29 @@ def test_a_read_during_a_write_answers_as_a_serial_order(short_dir, mode):
 def test_read_during_write_mode_is_validated(short_dir):
     with pytest.raises(ValueError, match="read_during_write"):
         TortoiseService(short_dir / "db.kuzu", read_during_write="sometimes")
+
+
+def test_a_read_the_caches_cannot_answer_takes_the_lock(short_dir, monkeypatch):
+    """A retrieval hook that needs anything beyond the read caches (here: a store method) is not answered from
+    the cache view; it is answered under the store lock, with the same output."""
+    from tortoise_sim import volunteer as vol
+    from tortoise_sim.embed import HashingEncoder
+
+    db = short_dir / "db.kuzu"
+    _fill(db, HashingEncoder())
+    svc = TortoiseService(db, str(short_dir / "s.sock"), embedder="hashing")
+    svc.start()
+    try:
+        want = _volunteer(svc)
+        assert svc.view_reads == 1 and FACTS[0] in want
+        orig = vol.search_points
+
+        def probing(store, *a, **k):
+            store.get_point  # noqa: B018 - an attribute the cache view does not carry
+            return orig(store, *a, **k)
+
+        monkeypatch.setattr(vol, "search_points", probing)
+        assert _volunteer(svc) == want
+        assert svc.view_reads == 1 and svc.errors == 0
+    finally:
+        svc.close()
