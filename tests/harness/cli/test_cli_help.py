@@ -82,8 +82,8 @@ def test_agentfly_run_out_has_a_default_and_is_not_required():
     out = _help(["agentfly", "run"])
     line = next(ln for ln in out.splitlines() if "--out" in ln)
     assert "[default: out/agentfly]" in line and "*" not in line.split("--out")[0]
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    row = next(ln for ln in readme.splitlines() if ln.startswith("| `memsim agentfly run"))
+    reference = (Path(__file__).resolve().parents[3] / "docs" / "cli.md").read_text()
+    row = next(ln for ln in reference.splitlines() if ln.startswith("| `memsim agentfly run"))
     assert "[--out DIR]" in row
 
 
