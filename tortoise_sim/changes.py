@@ -217,7 +217,7 @@ def attach(store: Any) -> ChangeLog:
     log = getattr(store, "_change_log", None)
     if log is not None:
         return log
-    from .store import _MUTATING
+    from .connection import _MUTATING
 
     log = ChangeLog(store.write_seq)
     store.conn = _LoggingConnection(store.conn, store, log, _MUTATING)

@@ -1,5 +1,12 @@
 """Kuzu graph store: schema (spec §2.4), connection ownership, journal/GraphEvent feed (§5), ``_mark_dirty`` (§4.3).
 
+Where each part lives: ``tortoise_sim.schema`` (tables, columns, the migration on open), ``tortoise_sim.connection``
+(the write-counting Kuzu connection, ``StoreFull``, the commit fault-hook steps, ``open_with_retry``),
+``tortoise_sim.feed`` (the GraphEvent feed and JSONL journal, the ``EventFeed`` mixin), ``tortoise_sim.clock``
+(``iso``, ``StepClock``); this module keeps ``TortoiseStore`` (statements, transactions, reads, writes, EP
+bookkeeping, seams) and re-exports the public names of those modules, so ``from tortoise_sim.store import ...``
+works as before.
+
 ``TortoiseStore`` owns one ``kuzu.Database`` + ``kuzu.Connection`` (on disk when ``path`` is given, in-memory
 otherwise), migrates the schema on open (``CREATE ... IF NOT EXISTS`` + ``ALTER TABLE ... ADD`` for missing
 columns), and runs **parameterised Cypher only**: user values always travel as ``$params``; the only names
@@ -66,197 +73,49 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import logging
-import os
 import random
-import re
-import uuid
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import kuzu
 
+from .clock import StepClock, iso
+from .clock import system_clock as _system_clock
 from .config import READ_TERMINAL, FaultHooks, SimConfig
-from .durable import after_write, append_text
+from .connection import (
+    _TX_CONTROL,
+    AUTOCOMMIT_STEP,
+    COMMIT_STEP,
+    StoreFull,
+    _CountingConnection,
+    is_lock_error,
+    open_with_retry,
+)
+from .durable import after_write
 from .embed import EMBED_DIM, HashingEncoder, MiniLMEncoder, cut_words
-from .errors import FaultInjected, TortoiseError
+from .feed import EventFeed
+from .schema import NODE_TABLES as _NODE_TABLES
+from .schema import POINT_COLUMNS, SCHEMA_VERSION, migrate
+from .schema import REL_TABLES as _REL_TABLES
 
 __all__ = ["TortoiseStore", "StepClock", "StoreFull", "POINT_COLUMNS", "READ_TERMINAL", "SCHEMA_VERSION", "iso",
-           "DEFAULT_BUFFER_POOL", "ID_IO", "KEYED_MAX", "SCAN_CHUNK"]
+           "DEFAULT_BUFFER_POOL", "ID_IO", "KEYED_MAX", "SCAN_CHUNK", "COMMIT_STEP", "AUTOCOMMIT_STEP",
+           "is_lock_error", "open_with_retry"]
 
 DEFAULT_BUFFER_POOL = 1 << 30
 ID_IO = ("keyed", "listed")  # see TortoiseStore.by_ids
 KEYED_MAX = 16
 SCAN_CHUNK = 10_000  # rows per statement of TortoiseStore.scan_arrow
 
-
-class StoreFull(TortoiseError, RuntimeError):
-    """Kuzu's buffer pool is full. An in-memory store keeps every page in that pool (nothing can be evicted to a
-    file), so it is full for good: after the first such error every later statement on it raises this error
-    before reaching Kuzu (a Kuzu database used after running out of pool memory has been seen to crash the
-    process). The message is one line naming the store and the way out."""
-
 log = logging.getLogger("tortoise_sim")
-
-SCHEMA_VERSION = "1"
-
-POINT_COLUMNS: dict[str, str] = {
-    "id": "STRING", "content": "STRING", "pointKind": "STRING", "is_operator": "BOOLEAN", "op_type": "STRING",
-    "direction": "STRING", "label": "STRING", "status": "STRING", "createdAt": "STRING", "updatedAt": "STRING",
-    "content_hash": "STRING", "embedding": f"FLOAT[{EMBED_DIM}]", "authoredBy": "STRING", "wing": "STRING",
-    "room": "STRING", "topic": "STRING", "tags": "STRING[]", "extractedFrom": "STRING", "session_id": "STRING",
-    "is_episodic": "BOOLEAN", "eventId": "STRING", "search_keys": "STRING", "quote": "STRING", "when": "STRING",
-    "source_turn_id": "INT64", "tier": "STRING", "reason": "STRING", "speaker": "STRING", "batch_id": "STRING",
-    "reviewed": "BOOLEAN", "promotedAt": "STRING", "outdated": "BOOLEAN", "validFrom": "STRING",
-    "validTo": "STRING", "expiredAt": "STRING", "confidence": "DOUBLE", "ep_alpha": "DOUBLE", "ep_beta": "DOUBLE",
-    "posterior_alpha": "DOUBLE", "posterior_beta": "DOUBLE", "baseline_set": "BOOLEAN",
-    "baseline_source": "STRING", "lastDreamedAt": "STRING", "ep_dirty": "BOOLEAN", "ep_dirty_at": "INT64",
-    "mitigation_strength": "DOUBLE", "lme_chunk_index": "INT64", "extra_props": "STRING",
-}
-
-_NODE_TABLES: dict[str, dict[str, str]] = {
-    "Point": POINT_COLUMNS,
-    "Session": {"id": "STRING", "created_at": "STRING", "turn_count": "INT64", "is_episodic": "BOOLEAN",
-                "capture_redactions": "INT64"},
-    "Event": {"id": "STRING", "eventId": "STRING", "eventKind": "STRING", "name": "STRING",
-              "eventStatus": "STRING", "subject": "STRING", "object": "STRING", "startedAt": "STRING",
-              "endedAt": "STRING", "participants": "STRING[]", "sessionId": "STRING", "is_episodic": "BOOLEAN"},
-    "Object": {"name": "STRING", "id": "STRING", "objectKind": "STRING", "status": "STRING", "version": "INT64",
-               "supersededBy": "STRING", "supersededAt": "STRING"},
-    "Subject": {"name": "STRING", "id": "STRING", "subjectKind": "STRING"},
-    "Source": {"url": "STRING", "sourceKind": "STRING", "title": "STRING", "contentHash": "STRING",
-               "ingestedAt": "STRING", "is_episodic": "BOOLEAN", "sessionId": "STRING", "capturedAt": "STRING",
-               "summary": "STRING", "topics": "STRING[]", "eventId": "STRING"},
-    "Tag": {"name": "STRING"},
-    "EpMeta": {"key": "STRING", "ep_version": "INT64"},
-    "GraphEvent": {"event_id": "STRING", "seq": "INT64", "ts": "STRING", "type": "STRING", "payload": "STRING"},
-    "GraphEventMeta": {"key": "STRING", "last_seq": "INT64", "first_seq": "INT64"},
-    "Meta": {"key": "STRING", "value": "STRING"},
-}
-_PRIMARY_KEY = {"Object": "name", "Subject": "name", "Source": "url", "Tag": "name", "EpMeta": "key",
-                "GraphEvent": "event_id", "GraphEventMeta": "key", "Meta": "key"}
-_MSG_COLS = ("idx INT64, direction STRING, weight DOUBLE, confidence DOUBLE, label STRING, batch_id STRING, "
-             "msg_alpha DOUBLE, msg_beta DOUBLE, back_msg_alpha DOUBLE, back_msg_beta DOUBLE")
-_REL_TABLES: list[str] = [
-    f"IMPL(FROM Point TO Point, FROM Point TO Event, {_MSG_COLS})",
-    f"NAND(FROM Point TO Point, FROM Point TO Event, {_MSG_COLS})",
-    "hasPart(FROM Point TO Point, FROM Point TO Event, idx INT64)",
-    "CONTAINS(FROM Session TO Point)",
-    "CORRECTS(FROM Point TO Point)",
-    "aboutObject(FROM Point TO Object)",
-    "extractedFrom(FROM Point TO Source)",
-    "mitigated_by(FROM Point TO Point)",
-    "TAGGED(FROM Point TO Tag)",
-    "references(FROM Source TO Event)",
-    "performs(FROM Subject TO Event)",
-    "produces(FROM Event TO Object)",
-]
 
 _OPERATOR = "(n.is_operator = true OR n.op_type IS NOT NULL)"
 
 
-def iso(dt: datetime) -> str:
-    """Fixed-width ISO-8601 with microseconds and ``+00:00`` (spec §1.6; compared lexicographically)."""
-    return dt.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-class StepClock:
-    """Deterministic injected clock: every call returns the current instant, then advances by ``step``."""
-
-    def __init__(self, start: datetime | str = "2026-03-01T09:00:00+00:00", step: float = 1.0) -> None:
-        self.t = datetime.fromisoformat(start) if isinstance(start, str) else start
-        if self.t.tzinfo is None:
-            self.t = self.t.replace(tzinfo=UTC)
-        self.step = timedelta(seconds=step)
-
-    def __call__(self) -> datetime:
-        t = self.t
-        self.t = self.t + self.step
-        return t
-
-    def advance(self, seconds: float) -> None:
-        self.t += timedelta(seconds=seconds)
-
-
-def _system_clock() -> datetime:
-    return datetime.now(UTC)
-
-
-# Statement keywords that can change what a later read returns. Values never enter query text (parameters only),
-# so a statement without any of these words is a pure read; a false positive only costs a cache rebuild.
-_MUTATING = re.compile(
-    r"\b(CREATE|MERGE|SET|DELETE|DETACH|REMOVE|COPY|LOAD|ALTER|DROP|CALL|INSTALL|IMPORT|ATTACH|USE|"
-    r"BEGIN|COMMIT|ROLLBACK|CHECKPOINT)\b",
-    re.IGNORECASE,
-)
-
-
-class _CountingConnection:
-    """``kuzu.Connection`` wrapper that bumps the owning store's ``write_seq`` before any statement that may
-    mutate (see ``_MUTATING``), so direct ``store.conn.execute(...)`` writes are counted too. It also turns Kuzu's
-    "buffer pool is full" into :class:`StoreFull` (see there)."""
-
-    def __init__(self, conn: kuzu.Connection, store: TortoiseStore) -> None:
-        self._conn = conn
-        self._store = store
-
-    def execute(self, query: Any, parameters: dict[str, Any] | None = None) -> Any:
-        store = self._store
-        if getattr(store, "full", None) is not None and not (isinstance(query, str) and _ROLLBACK.match(query)):
-            raise StoreFull(store.full)
-        try:
-            return self._execute(query, parameters)
-        except RuntimeError as exc:
-            if "buffer pool is full" not in str(exc):
-                raise
-            msg = store.full_message()
-            if store.path is None:
-                store.full = msg
-            raise StoreFull(msg) from None
-
-    def _execute(self, query: Any, parameters: dict[str, Any] | None = None) -> Any:
-        if isinstance(query, str) and not _MUTATING.search(query):
-            return self._conn.execute(query, parameters or {})
-        self._store.write_seq += 1
-        hook = self._store.autocommit_hook(query)
-        if hook is not None:
-            hook(AUTOCOMMIT_STEP)
-        try:
-            res = self._conn.execute(query, parameters or {})
-        finally:
-            self._store.write_seq += 1  # before and after: a cache built mid-statement is never reused
-        if hook is not None:
-            try:
-                after_write(hook, AUTOCOMMIT_STEP, None, None)
-            except BaseException:
-                # a crash right after the statement: close its result now, before the caller closes the
-                # database (a QueryResult finalised after its database is gone crashes Kuzu)
-                for r in res if isinstance(res, list) else [res]:
-                    with contextlib.suppress(Exception):
-                        r.close()
-                raise
-        return res
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-
-def _ddl_columns(table: str, cols: dict[str, str]) -> str:
-    pk = _PRIMARY_KEY.get(table, "id")
-    parts = [f"`{c}` {t}" + (" PRIMARY KEY" if c == pk else "") for c, t in cols.items()]
-    return ", ".join(parts)
-
-
-COMMIT_STEP = "kuzu.commit"
-AUTOCOMMIT_STEP = "kuzu.autocommit"  # a mutating statement outside transaction(): Kuzu commits it on its own
-_TX_CONTROL = re.compile(r"^\s*(BEGIN|COMMIT|ROLLBACK)\b", re.IGNORECASE)
-_ROLLBACK = re.compile(r"^\s*ROLLBACK\b", re.IGNORECASE)
-
-
-class TortoiseStore:
+class TortoiseStore(EventFeed):
     """Owns the Kuzu connection, schema, event feed, clock, rng, encoder and EP bookkeeping (see module doc)."""
 
     def __init__(
@@ -344,18 +203,9 @@ class TortoiseStore:
         self.close()
 
     def migrate(self) -> None:
-        """Create missing tables, add missing columns (schema migration on open), seed the singletons."""
-        for table, cols in _NODE_TABLES.items():
-            self.conn.execute(f"CREATE NODE TABLE IF NOT EXISTS {table}({_ddl_columns(table, cols)})")
-            have = {r["name"] for r in self.query(f"CALL table_info('{table}') RETURN *")}
-            for col, typ in cols.items():
-                if col not in have:
-                    self.conn.execute(f"ALTER TABLE {table} ADD `{col}` {typ}")
-        for rel in _REL_TABLES:
-            self.conn.execute(f"CREATE REL TABLE IF NOT EXISTS {rel}")
-        self.conn.execute("MERGE (m:EpMeta {key:'ep'}) ON CREATE SET m.ep_version = 0")
-        self.conn.execute("MERGE (m:GraphEventMeta {key:'feed'}) ON CREATE SET m.last_seq = 0, m.first_seq = 0")
-        self.conn.execute("MERGE (m:Meta {key:'schema_version'}) SET m.value = $v", {"v": SCHEMA_VERSION})
+        """Create missing tables, add missing columns (schema migration on open), seed the singletons
+        (``tortoise_sim.schema.migrate``)."""
+        migrate(self)
 
     def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         res = self.conn.execute(cypher, params or {})
@@ -588,17 +438,6 @@ class TortoiseStore:
             "r.back_msg_alpha AS back_msg_alpha, r.back_msg_beta AS back_msg_beta ORDER BY src, tgt, rel"
         )
 
-    def feed(self, types: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        rows = self.query(
-            "MATCH (e:GraphEvent) RETURN e.event_id AS event_id, e.seq AS seq, e.ts AS ts, e.type AS type, "
-            "e.payload AS payload ORDER BY seq"
-        )
-        for r in rows:
-            r["payload"] = json.loads(r["payload"]) if r["payload"] else {}
-        if types is not None:
-            rows = [r for r in rows if r["type"] in set(types)]
-        return rows
-
     # ------------------------------------------------------------------ writes
     def set_point_props(self, point_id: str, props: dict[str, Any]) -> None:
         bad = [k for k in props if k not in POINT_COLUMNS or k == "id"]
@@ -637,214 +476,6 @@ class TortoiseStore:
             where = " WHERE r.idx = $idx"
             params["idx"] = idx
         self.execute(f"MATCH (a:Point {{id:$s}})-[r:{rel}]->(b {{id:$t}}){where} SET {', '.join(sets)}", params)
-
-    def emit_event(self, type_: str, payload: dict[str, Any], snapshot: dict[str, Any] | None = None) -> None:
-        """Spec §5.1: two independent best-effort sinks; a failure is recorded and the mutation stands.
-
-        Called inside ``transaction()``, both sinks are deferred until the transaction committed (and dropped
-        if it rolled back), so a sink failure can never undo the mutation."""
-        ts = self.now()
-        if self.cfg.event_durability == "transactional":
-            self._emit_transactional(type_, payload, snapshot, ts)
-            return
-        if self._tx_depth:
-            self._pending.append(lambda: self._emit_now(type_, payload, snapshot, ts))
-            return
-        self._emit_now(type_, payload, snapshot, ts)
-
-    def emit_events(self, type_: str, payloads: Sequence[dict[str, Any]]) -> None:
-        """`emit_event` for many events of one type: the same rows (ids from the same rng draws, one ``now()``
-        per event, consecutive ``seq``) written by one feed transaction with an UNWIND instead of one transaction
-        per event. Falls back to one `emit_event` per payload where per-event behaviour is observable: the
-        transactional event mode, a fault-hook step or an injected feed failure. A failing bulk write is
-        recorded once per event (best-effort sink, the mutation stands)."""
-        payloads = list(payloads)
-        if (len(payloads) < 2 or self.cfg.event_durability == "transactional" or self.faults.step is not None
-                or type_ in self.faults.fail_graph_feed):
-            for payload in payloads:
-                self.emit_event(type_, payload)
-            return
-        stamps = [self.now() for _ in payloads]
-        if self._tx_depth:
-            self._pending.append(lambda: self._emit_bulk_now(type_, payloads, stamps))
-            return
-        self._emit_bulk_now(type_, payloads, stamps)
-
-    def _emit_bulk_now(self, type_: str, payloads: list[dict[str, Any]], stamps: list[str]) -> None:
-        try:
-            eids = [uuid.UUID(int=self.rng.getrandbits(128), version=4).hex for _ in payloads]
-            taken = {r["e"] for r in self.query("MATCH (x:GraphEvent) WHERE x.event_id IN $ids RETURN "
-                                                "x.event_id AS e", {"ids": eids})}
-            while taken or len(set(eids)) < len(eids):
-                seen: set[str] = set()
-                for i, e in enumerate(eids):
-                    if e in taken or e in seen:
-                        eids[i] = uuid.uuid4().hex  # another process with the same seed wrote this id already
-                    seen.add(eids[i])
-                taken = {r["e"] for r in self.query("MATCH (x:GraphEvent) WHERE x.event_id IN $ids RETURN "
-                                                    "x.event_id AS e", {"ids": eids})}
-            with self.transaction():
-                first = int(self.query(
-                    "MATCH (m:GraphEventMeta {key:'feed'}) SET m.last_seq = m.last_seq + 1, "
-                    "m.first_seq = CASE WHEN m.first_seq = 0 THEN m.last_seq + 1 ELSE m.first_seq END "
-                    "RETURN m.last_seq AS seq"
-                )[0]["seq"])
-                self.execute("MATCH (m:GraphEventMeta {key:'feed'}) SET m.last_seq = m.last_seq + $k",
-                             {"k": len(payloads) - 1})
-                rows = [{"eid": e, "seq": first + i, "ts": ts, "payload": json.dumps(p, sort_keys=False)}
-                        for i, (e, ts, p) in enumerate(zip(eids, stamps, payloads, strict=True))]
-                self.execute("UNWIND $rows AS r CREATE (e:GraphEvent {event_id: r.eid, seq: r.seq, ts: r.ts, "
-                             "type: $type, payload: r.payload})", {"rows": rows, "type": type_})
-        except Exception as exc:
-            for _ in payloads:
-                self.event_failures.append(("feed", type_, repr(exc)))
-            log.warning("graph feed write failed for %d %s events: %s", len(payloads), type_, exc)
-        for payload, ts in zip(payloads, stamps, strict=True):
-            self.journal(type_, payload, ts=ts)
-
-    # ------------------------------------------------------------------ hardened event mode (REL-07)
-    def operation(self) -> contextlib.AbstractContextManager[None]:
-        """One Kuzu transaction around a whole SDK operation when ``event_durability="transactional"`` (so the
-        mutation and its feed rows commit together); a no-op context in the faithful mode."""
-        if self.cfg.event_durability == "transactional":
-            return self.transaction()
-        return contextlib.nullcontext()
-
-    def _feed_row(self, type_: str, payload: dict[str, Any], ts: str) -> int:
-        """Append one GraphEvent feed row (its own transaction, or the caller's); returns its ``seq``."""
-        self.fault("event.feed")
-        eid = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
-        while self.query("MATCH (e:GraphEvent {event_id:$e}) RETURN e.seq AS s", {"e": eid}):
-            eid = uuid.uuid4().hex  # another process with the same seed wrote this id already
-        with self.transaction():
-            rows = self.query(
-                "MATCH (m:GraphEventMeta {key:'feed'}) SET m.last_seq = m.last_seq + 1, "
-                "m.first_seq = CASE WHEN m.first_seq = 0 THEN m.last_seq + 1 ELSE m.first_seq END "
-                "RETURN m.last_seq AS seq"
-            )
-            self.execute(
-                "CREATE (e:GraphEvent {event_id:$eid, seq:$seq, ts:$ts, type:$type, payload:$payload})",
-                {"eid": eid, "seq": rows[0]["seq"], "ts": ts, "type": type_,
-                 "payload": json.dumps(payload, sort_keys=False)},
-            )
-        return int(rows[0]["seq"])
-
-    def _emit_transactional(self, type_: str, payload: dict[str, Any], snapshot: dict[str, Any] | None,
-                            ts: str) -> None:
-        """Hardened sinks: the feed row is written inside the caller's transaction (it commits or rolls back with
-        the mutation; a failure fails the operation); the journal line carries the feed ``seq`` and is appended
-        after COMMIT; ``recover_journal`` re-derives lines a crash lost from the feed."""
-        seq = self._feed_row(type_, payload, ts)
-        line = self._journal_line(type_, payload, snapshot, ts)
-        if line is None:
-            return
-        line["seq"] = seq
-        if self._tx_depth:
-            self._pending.append(lambda: self._append_journal(line))
-        else:
-            self._append_journal(line)
-
-    def _journal_line(self, type_: str, payload: dict[str, Any], snapshot: dict[str, Any] | None,
-                      ts: str) -> dict[str, Any] | None:
-        if self.cfg.event_log() is None:
-            return None
-        line: dict[str, Any] = {"type": type_, "ts": ts, "id": payload.get("id"), "payload": payload}
-        if snapshot is not None:
-            line["snapshot"] = {k: v for k, v in snapshot.items() if k != "embedding"}
-        return line
-
-    def _append_journal(self, line: dict[str, Any]) -> None:
-        path = self.cfg.event_log()
-        assert path is not None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        append_text(path, json.dumps(line, default=str) + "\n", step="event.journal", hook=self.faults.step,
-                    fsync=self.cfg.event_durability == "transactional")
-
-    def capture_filed(self, capture_key: str) -> bool:
-        """True when a ``CaptureFiled`` feed event carries ``capture_key`` (see ``Tortoise.capture_session``)."""
-        rows = self.query("MATCH (e:GraphEvent {type:'CaptureFiled'}) WHERE e.payload CONTAINS $k "
-                          "RETURN count(e) AS n", {"k": json.dumps(capture_key)})
-        return bool(rows and rows[0]["n"])
-
-    def recover_journal(self) -> int:
-        """Transactional mode, run on open: cut a torn trailing journal line, then append a line for every feed
-        event whose ``seq`` is above the last journaled one (``PointAdded`` snapshots are read from the graph
-        as it is now). Returns the number of lines re-derived."""
-        path = self.cfg.event_log()
-        if path is None or self.cfg.event_durability != "transactional":
-            return 0
-        last = 0
-        if path.exists():
-            data = path.read_bytes()
-            good = 0
-            for raw in data.split(b"\n")[:-1]:
-                try:
-                    rec = json.loads(raw.decode("utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError):
-                    break
-                good += len(raw) + 1
-                if isinstance(rec, dict) and isinstance(rec.get("seq"), int):
-                    last = max(last, rec["seq"])
-            if good < len(data):
-                with path.open("r+b") as fh:
-                    fh.truncate(good)
-        missing = [e for e in self.feed() if int(e["seq"]) > last]
-        for e in missing:
-            payload = e["payload"] if isinstance(e["payload"], dict) else {}
-            snap = None
-            if e["type"] == "PointAdded" and payload.get("id"):
-                snap = self.get_point(str(payload["id"]))
-            line = self._journal_line(e["type"], payload, snap, e["ts"])
-            assert line is not None
-            line["seq"] = int(e["seq"])
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(line, default=str) + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-        return len(missing)
-
-    def _emit_now(self, type_: str, payload: dict[str, Any], snapshot: dict[str, Any] | None, ts: str) -> None:
-        try:
-            if type_ in self.faults.fail_graph_feed:
-                raise FaultInjected(f"graph feed {type_}")
-            self._feed_row(type_, payload, ts)
-        except Exception as exc:
-            self.event_failures.append(("feed", type_, repr(exc)))
-            log.warning("graph feed write failed for %s: %s", type_, exc)
-        self.journal(type_, payload, snapshot=snapshot, ts=ts)
-
-    def journal(self, type_: str, payload: dict[str, Any], *, snapshot: dict[str, Any] | None = None,
-                ts: str | None = None) -> None:
-        """Optional JSONL journal (only when ``event_log_path`` is set); best-effort."""
-        path = self.cfg.event_log()
-        if path is None:
-            return
-        if self.cfg.event_durability == "transactional":  # journal-only events go through the feed too
-            self._emit_transactional(type_, payload, snapshot, ts or self.now())
-            return
-        if self._tx_depth:
-            stamp = ts or self.now()
-            self._pending.append(lambda: self.journal(type_, payload, snapshot=snapshot, ts=stamp))
-            return
-        try:
-            if type_ in self.faults.fail_journal:
-                raise FaultInjected(f"journal {type_}")
-            line: dict[str, Any] = {"type": type_, "ts": ts or self.now(), "id": payload.get("id"),
-                                    "payload": payload}
-            if snapshot is not None:
-                line["snapshot"] = {k: v for k, v in snapshot.items() if k != "embedding"}
-            path.parent.mkdir(parents=True, exist_ok=True)
-            append_text(path, json.dumps(line, default=str) + "\n", step="event.journal", hook=self.faults.step)
-        except Exception as exc:
-            self.event_failures.append(("journal", type_, repr(exc)))
-            log.warning("journal write failed for %s: %s", type_, exc)
-
-    def journal_lines(self) -> list[dict[str, Any]]:
-        path = self.cfg.event_log()
-        if path is None or not path.exists():
-            return []
-        return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
     def mark_dirty(self, ids: Sequence[str]) -> int:
         """Spec §4.3 ``_mark_dirty``: bump ``EpMeta.ep_version`` once; dirty = ids ∪ every input of every
@@ -934,37 +565,3 @@ def _clean(value: Any) -> Any:
     if isinstance(value, dict) and "_label" in value:
         return {k: v for k, v in value.items() if k not in ("_id", "_label")}
     return value
-
-
-def is_lock_error(exc: BaseException) -> bool:
-    """Kuzu's "Could not set lock on file" (another process has the store open), or a read-only open racing a
-    writer's close: "Couldn't replay shadow pages under read-only mode" (the writer's checkpoint is not done)."""
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and ("lock on file" in text or "shadow pages under read-only" in text)
-
-
-def open_with_retry(open_fn: Callable[[], Any], path: str | Path, *, timeout: float = 5.0,
-                    first_delay: float = 0.01) -> Any:
-    """Hardened open (REL-12): Kuzu admits one read-write process per store file and no reader beside it, so a
-    hook reading while a capture writes gets Kuzu's lock error (and a read-only open that races the writer's
-    close gets a shadow-page replay error). This retries ``open_fn()`` with exponential backoff (``first_delay``,
-    doubling, capped at 0.25 s) for up to ``timeout`` seconds while the error is one of those
-    (:func:`is_lock_error`), then raises :class:`StoreLocked` naming the file. Other errors propagate."""
-    import time
-
-    from .errors import StoreLocked
-
-    deadline = time.monotonic() + timeout
-    delay = first_delay
-    while True:
-        try:
-            return open_fn()
-        except RuntimeError as exc:
-            if not is_lock_error(exc):
-                raise
-            if time.monotonic() + delay > deadline:
-                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise StoreLocked(f"{path}: store busy in another process for {timeout:g} s (Kuzu allows one "
-                                  f"writer and no readers beside it): {first}") from None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.25)
