@@ -394,6 +394,21 @@ def rerun_tortoise(out_dir: Path, sizes: list[int] | None = None, build_budget_s
     return rerender(out_dir)
 
 
+_NP_RATIOS = (  # (key, numerator, denominator, text) per NP row
+    ("np_cached_vs_faithful", "np_faithful_ms", "np_cached_ms",
+     "NP cached is {r:,.0f}x faster than NP faithful at {n:,} cases{tag}"),
+    ("np_cached_vs_bound_incl_encode", "np_cached_ms", "numpy_bound_incl_encode_ms",
+     "NP cached takes {r:.2f}x the numpy bound (both incl. the query encode) at {n:,} cases"),
+    ("np_cached_index_side_vs_bound", "np_cached_index_ms", "numpy_bound_ms",
+     "NP cached index side (query encoder stubbed) takes {r:.2f}x the numpy bound at {n:,} cases"),
+    ("faiss_vs_bound", "faiss_flat_ms", "numpy_bound_ms", "FAISS flat IP takes {r:.2f}x the numpy bound at {n:,} cases"),
+)
+_FRACTAL_RATIOS = (  # (key, field, text): last turn over first turn
+    ("fractal_instr", "instruction_chars", "Fractal instructions at turn {b} are {r:.1f}x their length at turn {a}"),
+    ("fractal_file", "session_file_bytes", "Fractal session file at turn {b} is {r:.1f}x its size at turn {a}"),
+)
+
+
 def compute_ratios(res: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
 
@@ -403,16 +418,9 @@ def compute_ratios(res: dict[str, Any]) -> list[dict[str, Any]]:
     for row in res["np"]["rows"]:
         n = row["n_cases"]
         tag = "" if row.get("np_faithful_measured") else " (faithful extrapolated)"
-        r = _ratio(row["np_faithful_ms"], row["np_cached_ms"])
-        add(f"np_cached_vs_faithful@{n}", r, f"NP cached is {r:,.0f}x faster than NP faithful at {n:,} cases{tag}")
-        r = _ratio(row["np_cached_ms"], row["numpy_bound_incl_encode_ms"])
-        add(f"np_cached_vs_bound_incl_encode@{n}", r,
-            f"NP cached takes {r:.2f}x the numpy bound (both incl. the query encode) at {n:,} cases")
-        r = _ratio(row["np_cached_index_ms"], row["numpy_bound_ms"])
-        add(f"np_cached_index_side_vs_bound@{n}", r,
-            f"NP cached index side (query encoder stubbed) takes {r:.2f}x the numpy bound at {n:,} cases")
-        r = _ratio(row["faiss_flat_ms"], row["numpy_bound_ms"])
-        add(f"faiss_vs_bound@{n}", r, f"FAISS flat IP takes {r:.2f}x the numpy bound at {n:,} cases")
+        for key, num, den, text in _NP_RATIOS:
+            r = _ratio(row[num], row[den])
+            add(f"{key}@{n}", r, text.format(r=r, n=n, tag=tag))
     pm = res["pm"]
     r = _ratio(pm["upstream_ms"], pm["cached_ms"])
     add(f"pm_cached_vs_upstream@{pm['n_cases']}", r,
@@ -428,12 +436,9 @@ def compute_ratios(res: dict[str, Any]) -> list[dict[str, Any]]:
     fr = res.get("fractal", {}).get("per_turn", [])
     if len(fr) >= 2:
         a, b = fr[0], fr[-1]
-        r = _ratio(b["instruction_chars"], a["instruction_chars"])
-        add(f"fractal_instr@{b['turn']}_vs@{a['turn']}", r,
-            f"Fractal instructions at turn {b['turn']} are {r:.1f}x their length at turn {a['turn']}")
-        r = _ratio(b["session_file_bytes"], a["session_file_bytes"])
-        add(f"fractal_file@{b['turn']}_vs@{a['turn']}", r,
-            f"Fractal session file at turn {b['turn']} is {r:.1f}x its size at turn {a['turn']}")
+        for key, field, text in _FRACTAL_RATIOS:
+            r = _ratio(b[field], a[field])
+            add(f"{key}@{b['turn']}_vs@{a['turn']}", r, text.format(r=r, a=a["turn"], b=b["turn"]))
     return out
 
 

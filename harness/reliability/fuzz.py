@@ -34,7 +34,7 @@ import tempfile
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -213,17 +213,13 @@ def _fractal_replay(suffix: str) -> Callable[[FuzzInput, Path], str]:
 
         from harness.cli.fractal import _load_script
 
-        path = tmp / f"script{suffix}"
-        _place(inp, path)
-        before = _snapshot(tmp)
         err = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(err):
-                _load_script(path)
-        except typer.Exit as exc:
-            return _cli_rejected(exc.exit_code, err.getvalue(), path)
-        finally:
-            _no_writes(before, tmp)
+        with _read_only(inp, tmp / f"script{suffix}", tmp) as path:
+            try:
+                with contextlib.redirect_stderr(err):
+                    _load_script(path)
+            except typer.Exit as exc:
+                return _cli_rejected(exc.exit_code, err.getvalue(), path)
         return "accepted"
 
     return run
@@ -262,21 +258,17 @@ def _strict_jsonl(make: Callable[[Path], Any]) -> Callable[[FuzzInput, Path], st
     def run(inp: FuzzInput, tmp: Path) -> str:
         from agentfly_sim.bank import JsonlLineError
 
-        path = tmp / "rows.jsonl"
-        _place(inp, path)
-        before = _snapshot(tmp)
-        try:
-            make(path)
-        except (JsonlLineError, OSError, UnicodeDecodeError, ValueError) as exc:
-            if isinstance(exc, UnicodeDecodeError):
-                raise Crash(f"UnicodeDecodeError without the file: {exc}") from None
-            if isinstance(exc, JsonlLineError) and not (exc.path == str(path) and exc.lineno >= 1):
-                raise Crash(f"JsonlLineError without file/line: {exc}") from None
-            if isinstance(exc, JsonlLineError) or str(exc) == "Pool is empty":
-                return "rejected"
-            return _rejected(exc, path, (OSError,))
-        finally:
-            _no_writes(before, tmp)
+        with _read_only(inp, tmp / "rows.jsonl", tmp) as path:
+            try:
+                make(path)
+            except (JsonlLineError, OSError, UnicodeDecodeError, ValueError) as exc:
+                if isinstance(exc, UnicodeDecodeError):
+                    raise Crash(f"UnicodeDecodeError without the file: {exc}") from None
+                if isinstance(exc, JsonlLineError) and not (exc.path == str(path) and exc.lineno >= 1):
+                    raise Crash(f"JsonlLineError without file/line: {exc}") from None
+                if isinstance(exc, JsonlLineError) or str(exc) == "Pool is empty":
+                    return "rejected"
+                return _rejected(exc, path, (OSError,))
         return "accepted"
 
     return run
@@ -382,6 +374,18 @@ def _check_spool(root: Path) -> None:
         raise PartialWrite(f"temporary file left behind: {tmpfile.name}")
 
 
+@contextlib.contextmanager
+def _read_only(inp: FuzzInput, path: Path, root: Path) -> Iterator[Path]:
+    """Place ``inp`` at ``path`` for a read-only loader; on the way out (a return, a rejection or a crash) fail
+    with :class:`PartialWrite` when anything under ``root`` changed."""
+    _place(inp, path)
+    before = _snapshot(root)
+    try:
+        yield path
+    finally:
+        _no_writes(before, root)
+
+
 def _spool_files(which: str) -> Callable[[FuzzInput, Path], str]:
     def run(inp: FuzzInput, tmp: Path) -> str:
         from tortoise_sim.spool import Spool, SpoolTurnsError, entry_key
@@ -445,15 +449,11 @@ def _tortoise_cli_input(kind: str) -> Callable[[FuzzInput, Path], str]:
 def _locomo(inp: FuzzInput, tmp: Path) -> str:
     from harness.workloads.locomo import LocomoDataError, load_locomo
 
-    path = tmp / "conv-1.json"
-    _place(inp, path)
-    before = _snapshot(tmp)
-    try:
-        load_locomo(path)
-    except LocomoDataError as exc:
-        return _rejected(exc, path, (LocomoDataError,))
-    finally:
-        _no_writes(before, tmp)
+    with _read_only(inp, tmp / "conv-1.json", tmp) as path:
+        try:
+            load_locomo(path)
+        except LocomoDataError as exc:
+            return _rejected(exc, path, (LocomoDataError,))
     return "accepted"
 
 
