@@ -4,7 +4,8 @@
 
 Prints the RSS after each stage the service goes through at start-up (light MiniLM load, read-only Kuzu open,
 search cache build, why-block cache build), the search cache's array sizes, the in-process volunteer latency
-(p50 of 12 calls, no process spawn, no socket) and the top functions of a profile of 6 calls. Used for the
+(p50 of 12 calls, no process spawn, no socket), its parts (query encode, each search, why-blocks) and the top
+functions of a profile of 6 calls. Used for the
 breakdown next to ``memsim bench serve``'s results (the stores it builds are cached under
 ``~/.cache/memsim/bench-serve``).
 """
@@ -65,6 +66,29 @@ def main(db: str, buffer_pool_mib: int = 1024) -> None:
         ts.append(time.perf_counter() - t0)
     ts.sort()
     print(f"volunteer in-process p50 {1000 * ts[6]:.1f} ms, min {1000 * ts[0]:.1f} ms; RSS {mib()}")
+    from tortoise_sim.config import READ_TERMINAL
+    from tortoise_sim.search import search_points
+    from tortoise_sim.why import assemble_why_blocks
+
+    parts: dict[str, list[float]] = {"query encode": [], "search (float32 pass + legs + RRF)": [],
+                                     "search, same query again (pass reused)": [], "why-blocks": []}
+    for i in range(12):
+        q = f"{QUESTIONS[i % 4]} <{i}>"
+        t0 = time.perf_counter()
+        st.embed([q])
+        t1 = time.perf_counter()
+        hits, _ = search_points(st, q, 24, list(READ_TERMINAL), True)
+        t2 = time.perf_counter()
+        search_points(st, q, 24, ["retracted"], False)
+        t3 = time.perf_counter()
+        assemble_why_blocks(st, [h["id"] for h in hits])
+        t4 = time.perf_counter()
+        for k, v in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+            parts[k].append(v)
+    for k, v in parts.items():
+        print(f"{k}: p50 {1000 * sorted(v)[len(v) // 2]:.1f} ms")
+    print(f"search cache: {c.searches} searches, {c.exact_fallbacks} near-tie resolutions, "
+          f"{getattr(c, 'exact_rows', 0)} rows recomputed, pass threads {getattr(c, 'pass_threads', 1)}")
     pr = cProfile.Profile()
     pr.enable()
     for i in range(6):
