@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -50,6 +51,14 @@ def _say(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return escape(describe_error(exc) if exc.filename is not None else (exc.strerror or str(exc)))
     return escape(str(exc) or exc.__class__.__name__)
+
+
+def _main_argv(mod: Any) -> Callable[..., list[Path]]:
+    """A bench runner for a benchmark whose entry point is ``main(argv)`` taking ``--out``, ``--seed``, ``--quick``."""
+    def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
+        return mod.main(["--out", str(out_dir), "--seed", str(seed), *(["--quick"] if quick else [])])
+
+    return go
 
 
 def _run(fn, out: Path | None, quick: bool, progress: bool, **kw) -> None:  # type: ignore[no-untyped-def]
@@ -277,10 +286,7 @@ def engines(
     cases. Writes engines.{json,md,png} to --out."""
     from benchmarks import engines as mod
 
-    def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
-        return mod.run(out_dir, quick=quick, seed=seed, track=track, echo=console.print)
-
-    _run(go, out, quick, progress, seed=seed)
+    _run(mod.run, out, quick, progress, seed=seed, echo=console.print)
 
 
 @app.command()
@@ -311,10 +317,7 @@ def ep_scaling(
     factors (quick: 100 and 1,000) on an on-disk Kuzu store. Writes ep_scaling.{json,md,png}."""
     from benchmarks import ep_scaling as mod
 
-    def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
-        return mod.main(["--out", str(out_dir), "--seed", str(seed), *(["--quick"] if quick else [])])
-
-    _run(go, out, quick, progress, seed=seed)
+    _run(_main_argv(mod), out, quick, progress, seed=seed)
 
 
 @app.command("ep-engine")
@@ -329,10 +332,7 @@ def ep_engine(
     one. Writes ep-engine.{json,md}."""
     from benchmarks import ep_engine as mod
 
-    def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
-        return mod.main(["--out", str(out_dir), "--seed", str(seed), *(["--quick"] if quick else [])])
-
-    _run(go, out, quick, progress, seed=seed)
+    _run(_main_argv(mod), out, quick, progress, seed=seed)
 
 
 @app.command("service-faults")
