@@ -9,13 +9,19 @@ reference engine); what changes is how much work one iteration does:
 * **a per-slot rule memo**: a pair side whose cavity parameters are bit-identical to its previous solve (a settled
   part of the graph, or a factor whose inputs did not move) reuses that rule without recomputing it;
 * **Jacobi polynomials as array recurrences**: `jacobi_eval` evaluates P_n^(a, b)(x) with the three-term recurrence
-  of scipy's `eval_jacobi` (integer degree), operation for operation, with the coefficients that depend only on
-  the row computed once per row instead of once per node; `binom(n + a, n)` is scipy's own ufunc;
+  of scipy's `eval_jacobi` (integer degree), operation for operation, with the factors that depend only on the
+  row formed once per row and step (`jacobi_coefficients`, shared by P_n and P_{n-1}) instead of once per node;
+  `binom(n + a, n)` is scipy's own ufunc;
 * **tilted moments in cache-sized blocks**: each pair's potential argument is formed for its own kind only and
   exponentiated once (the batched engine forms and exponentiates both and selects), over blocks of pairs whose
   temporaries stay in cache;
 * the eigenvalues still come from LAPACK `dsterf`, one call per rule (`tridiagonal_eigvals`), which is what makes
-  them equal the ones `roots_jacobi` starts from; that call is most of what an iteration costs.
+  them equal the ones `roots_jacobi` starts from; that call is most of what an iteration costs. The nodes are
+  those eigenvalues after one Newton step whose result, and the weights, depend on every bit of them, so no other
+  eigen-solver will do; nearly every rule of a run has its own (alpha, beta), so no cache saves calls; and
+  stacking many rules into one `dsterf` call (`benchmarks.ep_engine.stacked_dsterf`) gives the same bits but
+  saves only the per-call overhead, not the iterations inside the routine that make up its cost (measured side by
+  side in `memsim bench ep-engine`).
 
 The equality with the batched engine is checked bit for bit (`np.array_equal` on beliefs and messages, equal
 iteration and censoring counts) on random graphs and on the `benchmarks.ep_scaling` graphs
