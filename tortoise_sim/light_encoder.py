@@ -11,6 +11,13 @@ they are not bit-identical (float32 sums in a different order).
 
 No torch import. numpy's BLAS runs one thread when ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS`` are set before
 numpy is imported (the hook client does; the service pins its pools with threadpoolctl).
+
+Projection layouts: every linear layer is ``x @ W.T``. ``layout="views"`` (the default, and the previous engine)
+multiplies by transposed views of the stored weights; :meth:`LightMiniLM.use_contiguous` (the resident service
+calls it once) adds C-contiguous copies of the encoder's weight transposes (40 MiB), about twice as fast for a
+query's few tokens, and uses them only for the sequence lengths at which a probe at that moment found them
+bit-identical to the views with this BLAS (for 1-3 tokens OpenBLAS takes another kernel: not identical, measured),
+so the vectors do not change.
 """
 
 from __future__ import annotations
@@ -85,12 +92,48 @@ class LightMiniLM:
         # transposed views (no copy): every projection is ``x @ W.T`` as in torch's Linear
         self.t = {k: v.T for k, v in self.w.items() if k.endswith(".weight") and v.ndim == 2}
         self.batch_size = batch_size
+        self.tc: dict[str, np.ndarray] = {}  # contiguous transposes (use_contiguous)
+        self.contiguous_seqs: frozenset[int] = frozenset()  # sequence lengths where they are bit-identical
+        self._probed: int | None = None
         self._lock = threading.Lock()
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()  # last 64 one-text encodes (exact reuse)
 
+    @property
+    def layout(self) -> str:
+        return "contiguous" if self.tc else "views"
+
+    def use_contiguous(self, max_seq: int = 64) -> frozenset[int]:
+        """Switch the projections to contiguous weight transposes for every sequence length 1..``max_seq`` (a
+        prompt's tokens; longer inputs keep the views) at which they give the same float32 bits as the views here
+        (probed now, on random inputs, for each distinct weight shape; numpy multiplies each text of a batch on its
+        own, so the batch size does not enter); other lengths keep the views. Returns those lengths."""
+        with self._lock:
+            if self._probed == max_seq:
+                return self.contiguous_seqs
+            tc = {k: np.ascontiguousarray(v) for k, v in self.t.items() if k.startswith("encoder.")}
+            rng = np.random.default_rng(384)
+            shapes: dict[tuple[int, int], str] = {}
+            for k, v in tc.items():
+                shapes.setdefault(v.shape, k)
+            ok = set()
+            for seq in range(1, max_seq + 1):
+                same = True
+                for k in shapes.values():
+                    x = rng.standard_normal((1, seq, tc[k].shape[0])).astype(np.float32)
+                    if not np.array_equal(x @ self.t[k], x @ tc[k]):
+                        same = False
+                        break
+                if same:
+                    ok.add(seq)
+            self.tc = tc if ok else {}
+            self.contiguous_seqs = frozenset(ok)
+            self._probed = max_seq
+            return self.contiguous_seqs
+
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        w, t = self.w, self.t
+        w = self.w
         n, seq = ids.shape
+        t = self.tc if seq in self.contiguous_seqs else self.t
         x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:seq][None]
              + w["embeddings.token_type_embeddings.weight"][0])
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])

@@ -305,11 +305,15 @@ class TortoiseService:
     def __init__(self, db: str | os.PathLike[str] | None = None, socket_path: str | None = None, *,
                  preset: str = "analysed", embedder: str = "minilm", read_deadline_s: float = READ_DEADLINE_S,
                  max_connections: int = MAX_CONNECTIONS, max_request: int = MAX_MESSAGE,
-                 fault_hook: Any = None, read_during_write: str = "snapshot", freeze_gc: bool = True) -> None:
+                 fault_hook: Any = None, read_during_write: str = "snapshot", freeze_gc: bool = True,
+                 encoder_layout: str = "contiguous") -> None:
         if read_during_write not in READ_MODES:
             raise ValueError(f"read_during_write must be one of {READ_MODES}, got {read_during_write!r}")
         self.read_during_write = read_during_write
         self.freeze_gc = freeze_gc  # False: the interpreter's default collector (the previous behaviour)
+        if encoder_layout not in ("contiguous", "views"):
+            raise ValueError(f"encoder_layout must be 'contiguous' or 'views', got {encoder_layout!r}")
+        self.encoder_layout = encoder_layout  # light MiniLM projections (light_encoder.LightMiniLM.use_contiguous)
         self.db = Path(default_db(os.fspath(db) if db is not None else None))
         self.sock = socket_path_for(self.db, socket_path)
         self.preset = preset
@@ -374,6 +378,8 @@ class TortoiseService:
         with self.lock:
             enc = self.sim.store.encoder
             if enc is not None and hasattr(enc, "encode"):
+                if self.encoder_layout == "contiguous" and hasattr(enc, "use_contiguous"):
+                    enc.use_contiguous()  # same vectors (probed per length), about twice as fast per projection
                 with contextlib.suppress(Exception):
                     enc.encode(["warm up"])
             self._refresh_caches(collect=True)
@@ -581,6 +587,7 @@ class TortoiseService:
                 "cached_points": getattr(cache, "n", None), "write_seq": getattr(store, "write_seq", None),
                 "last_cache_refresh_s": self.last_refresh_s, "read_during_write": self.read_during_write,
                 "snapshot_reads": self.snapshot_reads, "view_reads": self.view_reads, "hook_count": self.hook_count,
+                "encoder_layout": getattr(getattr(store, "encoder", None), "layout", None),
                 **({"hook_sample_fields": list(HOOK_SAMPLE_FIELDS), "hook_samples": list(self.hook_samples)}
                    if samples is True else {})}
 

@@ -38,3 +38,24 @@ def test_light_minilm_matches_sentence_transformers(encoders):
     assert light.encode([]).shape == (0, 384)
     with pytest.raises(TypeError):
         light.encode("a single string")
+
+
+def test_contiguous_projection_layout_gives_the_same_bits():
+    """``use_contiguous`` (the service's layout) against the transposed views (the default and previous engine):
+    the same float32 vectors for texts of 1 to past 64 word pieces, one at a time and batched; lengths where the
+    probe found the layouts differ keep the views."""
+    from threadpoolctl import threadpool_limits
+
+    from tortoise_sim.light_encoder import LightMiniLM
+
+    words = "release train schema migration owner platform team cadence vector cache".split()
+    texts = TEXTS + [" ".join(words[: 1 + k % len(words)] * (1 + k // 3)) for k in range(40)] + ["a", "ok"]
+    with threadpool_limits(1, user_api="blas"):
+        views, contiguous = LightMiniLM(batch_size=8), LightMiniLM(batch_size=8)
+        ok = contiguous.use_contiguous()
+        assert views.layout == "views" and contiguous.layout == ("contiguous" if ok else "views")
+        assert ok <= set(range(1, 65))
+        for t in texts:
+            assert np.array_equal(views._encode([t]), contiguous._encode([t])), t
+        assert np.array_equal(views._encode(texts), contiguous._encode(texts))
+        assert len({len(e.ids) for e in contiguous.tok.encode_batch(texts)} & ok) > 10  # the fast path ran
