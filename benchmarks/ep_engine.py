@@ -144,6 +144,7 @@ def ep_section(n_factors: int, seed: int, repeat: int) -> dict[str, Any]:
     gauss_jacobi_nodes.cache_clear()
     parts = {f"eigenvalues (LAPACK dsterf, {threads} thread(s))": (ep_fused, "eigenvalues"),
              "Jacobi polynomial recurrences": (ep_fused, "jacobi_eval"),
+             "Jacobi recurrence factors (per rule)": (ep_fused, "jacobi_coefficients"),
              "alpha == beta rules (scipy roots_jacobi)": (ep_fused, "gauss_jacobi_nodes"),
              "tilted moments": (ep_fused, "tilted_moments_fused")}
     with _Split(parts) as split:
