@@ -131,6 +131,31 @@ def without_timings(obj: Any) -> Any:
     return obj
 
 
+WALL_CLOCK = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+[+\dZ:]*|[0-9a-f]{32}|[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+FRACTAL_TEXT_SIZE = re.compile(r"^(tokens|chars|text_sha1)")
+
+
+def comparable(obj: Any, fractal: bool = False) -> Any:
+    """``without_timings(obj)`` less what Fractal's prompt takes from the wall clock: its history JSON carries the
+    run's timestamps and random turn ids (FRA-02), so the size and digest of its delivered text differ between
+    any two runs, serial or not. Fractal's token and character counts and text digest are left out, its excerpt
+    is kept with timestamps and ids masked; its recall, stored recall and delivered ids stay."""
+    def walk(x: Any, fr: bool) -> Any:
+        if isinstance(x, dict):
+            fr = fr or x.get("row") == "fractal"
+            out = {}
+            for k, v in x.items():
+                if fr and FRACTAL_TEXT_SIZE.match(str(k)):
+                    continue
+                out[k] = WALL_CLOCK.sub("#", v) if fr and k == "text_excerpt" else walk(v, fr or k == "fractal")
+            return out
+        if isinstance(x, list):
+            return [walk(v, fr) for v in x]
+        return x
+
+    return walk(without_timings(obj), fractal)
+
+
 def _write_atomic(path: Path, payload: dict[str, Any], fault_hook: Callable[[str], None] | None) -> None:
     data = (json.dumps(_jsonable(payload), ensure_ascii=False) + "\n").encode("utf-8")
     write_atomic(path, data, fault_hook, "locomo.conversation.write")
@@ -896,6 +921,69 @@ def docs_page(payload: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+WORKERS_NAME = "locomo-workers"
+
+
+def compare_workers(out_dir: Path, *, workers: tuple[int, ...] = (1, 2, 3), quick: bool = True,
+                    data: Path | None = None, conversations: list[str] | None = None, arms: str | None = None,
+                    echo: Callable[[str], None] | None = None,
+                    fault_hook: Callable[[str], None] | None = None) -> list[Path]:
+    """The same LoCoMo workload once per worker count, one run after the other in this process, and
+    ``locomo-workers.{json,md}``: each run's wall time, its speed-up over the first (the ratio of the two walls,
+    measured side by side here) and whether its results equal the first run's (``comparable``: everything but
+    timings and Fractal's wall-clock text). With ``quick`` each named conversation (default: every loaded one) is
+    cut as ``--quick`` cuts it. The fastest count is the one ``DEFAULT_WORKERS`` should name."""
+    t_start = time.perf_counter()
+    src = resolve_locomo_path(data)
+    names = conversations or [c.sample_id for c in load_locomo(src)]
+    runs: list[dict[str, Any]] = []
+    first: dict[str, Any] | None = None
+    for n in workers:
+        sub = out_dir / f"{WORKERS_NAME}-runs" / f"workers-{n}"
+        run(sub, quick=quick, data=data, conversations=names, arms=arms, workers=n, echo=echo)
+        payload = json.loads((sub / f"{NAME}.json").read_text(encoding="utf-8"))
+        convs = [json.loads((sub / NAME / f"{c}.json").read_text(encoding="utf-8")) for c in names]
+        mine = {"payload": comparable(payload), "conversations": [comparable(c) for c in convs]}
+        first = first or mine
+        runs.append({"workers": n, "used": payload["config"]["workers"], "wall_s": payload["wall_s"],
+                     "peak_rss_mb": payload["peak_rss_mb"], "identical_to_first": mine == first})
+        if echo:
+            echo(f"workers {n}: wall {payload['wall_s']:.1f} s")
+    base = runs[0]["wall_s"]
+    for r in runs:
+        r["speedup_vs_first"] = base / r["wall_s"] if r["wall_s"] else None
+    fastest = min(runs, key=lambda r: r["wall_s"])["workers"]
+    result = {"name": WORKERS_NAME, "config": {"data": src.name, "conversations": names, "quick": quick,
+                                               "arms": parse_arms(arms, quick), "workers": list(workers)},
+              "runs": runs, "fastest_workers": fastest, "default_workers": DEFAULT_WORKERS,
+              "meta": {"machine": machine_description(), "quick": quick,
+                       "wall_s": time.perf_counter() - t_start}}
+    md = workers_markdown(result)
+    jp, mp = out_dir / f"{WORKERS_NAME}.json", out_dir / f"{WORKERS_NAME}.md"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(jp, (json.dumps(_jsonable(result), indent=2) + "\n").encode("utf-8"), fault_hook,
+                 "locomo.workers.write")
+    write_atomic(mp, (md + "\n").encode("utf-8"), fault_hook, "locomo.workers.write")
+    return [jp, mp]
+
+
+def workers_markdown(result: dict[str, Any]) -> str:
+    """``locomo-workers.md`` from its JSON."""
+    cfg = result["config"]
+    table = [[r["workers"], r["used"], _f(r["wall_s"], ".1f"), _f(r["speedup_vs_first"], ".2f"),
+              _f(r["peak_rss_mb"], ".0f"), "yes" if r["identical_to_first"] else "NO"] for r in result["runs"]]
+    return "\n".join([
+        f"# LoCoMo: wall time by worker count ({len(cfg['conversations'])} conversation(s)"
+        + (", each cut as --quick cuts it" if cfg["quick"] else "") + ")", "",
+        "The same workload run once per worker count, one run after the other in one process; the speed-up is "
+        "the first run's wall over each run's. *Identical* compares every metric, ranking, delivered id and "
+        "delivered-text digest with the first run's (Fractal's text size aside: its prompt carries the run's "
+        "timestamps).", "",
+        md_table(["workers", "processes used", "wall s", "speed-up", "peak MiB", "identical"], table), "",
+        f"Fastest: {result['fastest_workers']} worker(s); the default is {result['default_workers']}. "
+        + meta_block(result["meta"])])
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.locomo --docs [--json FILE] [--page FILE]``: rewrite the docs page from the JSON."""
     import argparse
@@ -904,7 +992,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--docs", action="store_true", help="render the docs page from the results JSON")
     ap.add_argument("--json", type=Path, default=RESULTS_DIR / f"{NAME}.json")
     ap.add_argument("--page", type=Path, default=DOCS_PAGE)
+    ap.add_argument("--compare-workers", help="comma-separated worker counts (e.g. 1,2,3): run the workload once "
+                                              "per count and write locomo-workers.{json,md} to --out")
+    ap.add_argument("--out", type=Path, default=RESULTS_DIR)
+    ap.add_argument("--full", action="store_true", help="with --compare-workers: whole conversations, not quick "
+                                                        "slices")
+    ap.add_argument("--arms", default=None)
     args = ap.parse_args(argv)
+    if args.compare_workers:
+        set_torch_threads(1)
+        try:
+            counts = tuple(int(x) for x in args.compare_workers.split(","))
+            for path in compare_workers(args.out, workers=counts, quick=not args.full, arms=args.arms, echo=print):
+                print(f"wrote {path}")
+        except (OSError, ValueError) as exc:
+            print(f"error: {' '.join(str(exc).split())}")
+            return 1
+        return 0
     if not args.docs:
         ap.print_help()
         return 2

@@ -4,9 +4,7 @@ that survive an interrupted run (fault injected at the write of the second conve
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -263,31 +261,6 @@ def _tiny2(sample: str, pet: str) -> dict:
     return conv
 
 
-WALL_CLOCK = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+[+\dZ:]*|[0-9a-f]{32}|[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
-FRACTAL_TEXT_SIZE = re.compile(r"^(tokens|chars|text_sha1)")
-
-
-def _steady(obj: Any, fractal: bool = False) -> Any:
-    """A results JSON without timings (``benchmarks.locomo.without_timings``) and without what Fractal's prompt
-    takes from the wall clock: its history JSON carries the run's timestamps and random turn ids (FRA-02), so the
-    size and digest of its delivered text differ between any two runs, serial or not; its excerpt is compared
-    with those masked, its recall, stored and delivered ids as they are."""
-    if isinstance(obj, dict):
-        fr = fractal or obj.get("row") == "fractal"
-        out = {}
-        for k, v in obj.items():
-            if fr and FRACTAL_TEXT_SIZE.match(k):
-                continue
-            if fr and k == "text_excerpt":
-                out[k] = WALL_CLOCK.sub("#", v)
-                continue
-            out[k] = _steady(v, fr or k == "fractal")
-        return out
-    if isinstance(obj, list):
-        return [_steady(v, fractal) for v in obj]
-    return obj
-
-
 def test_parallel_conversations_change_no_result(tmp_path: Path) -> None:
     """Conversations in two worker processes give the serial run's results: every record (recall, stored, tokens,
     rankings, the delivered text's digest), every aggregate metric and example, in the same order; only times,
@@ -313,14 +286,14 @@ def test_parallel_conversations_change_no_result(tmp_path: Path) -> None:
     a = json.loads((serial / "locomo.json").read_text())
     b = json.loads((parallel / "locomo.json").read_text())
     assert a["config"]["workers"] == 1 and b["config"]["workers"] == 2 and len(b["worker_peak_rss_mb"]) >= 1
-    assert _steady(mod.without_timings(a)) == _steady(mod.without_timings(b))
+    assert mod.comparable(a) == mod.comparable(b)
     assert [c["conversation"] for c in b["conversations"]] == ["conv-a", "conv-b", "conv-c"]
     assert all(s["status"] == "ok" for per in b["aggregate"]["arm_status"].values() for s in per.values())
     for conv in ("conv-a", "conv-b", "conv-c"):
         ra = json.loads((serial / "locomo" / f"{conv}.json").read_text())
         rb = json.loads((parallel / "locomo" / f"{conv}.json").read_text())
         assert ra["records"] and all(len(r["text_sha1"]) == 40 for r in ra["records"])
-        assert _steady(mod.without_timings(ra)) == _steady(mod.without_timings(rb))
+        assert mod.comparable(ra) == mod.comparable(rb)
     # a bar per conversation and arm, each run to its total (3 probes), driven from the workers' events
     assert {d for d in bars} == {f"{c} {x}" for c in ("conv-a", "conv-b", "conv-c") for x in arms.split(",")}
     assert all(done == total == 3 for done, total in bars.values())
@@ -352,3 +325,18 @@ def test_levels_name_the_arm_set() -> None:
     assert full["wall_s"]["max"] == 900 and full["arm_set"] == "full design run"
     assert not mod.levels(301.0, 1000.0, list(mod.PRE_PAPER_ARMS))["wall_s"]["met"]
     assert not mod.levels(10.0, 5000.0)["peak_rss_gb"]["met"]  # 5000 MiB is above 4e9 bytes
+
+
+def test_compare_workers_writes_walls_and_identity(tmp_path: Path) -> None:
+    """``compare_workers`` runs the workload once per count and says, per run, its wall, speed-up and whether its
+    results equal the first run's (here two serial runs, so no process is spawned)."""
+    from benchmarks import locomo as mod
+
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps([_tiny("conv-a"), _tiny("conv-b")]))
+    paths = mod.compare_workers(tmp_path / "out", workers=(1, 1), quick=False, data=data, arms="full,oracle,bm25")
+    result = json.loads(paths[0].read_text())
+    assert [r["workers"] for r in result["runs"]] == [1, 1]
+    assert all(r["identical_to_first"] and r["wall_s"] > 0 for r in result["runs"])
+    assert result["runs"][0]["speedup_vs_first"] == 1.0
+    assert paths[1].read_text() == mod.workers_markdown(result) + "\n"
