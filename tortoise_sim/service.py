@@ -335,6 +335,7 @@ class TortoiseService:
         self.snapshot_reads = 0  # retrieval hooks answered from the caches while a write was in flight
         self.view_reads = 0  # retrieval hooks answered from the cache view (no store lock)
         self._writing = False  # a write op holds the store lock
+        self._refreshed_seq: int | None = None  # store.write_seq at the last cache refresh
         self.hook_samples: list[list[Any]] = []  # HOOK_SAMPLE_FIELDS of the last HOOK_SAMPLES retrieval hooks
         self.hook_count = 0
         self._tls = threading.local()  # per-request encode time
@@ -408,6 +409,7 @@ class TortoiseService:
 
             gc.collect() if collect else gc.collect(1)
             gc.freeze()
+        self._refreshed_seq = store.write_seq
         self._open_view()
         self.last_refresh_s = time.perf_counter() - t0
 
@@ -520,9 +522,7 @@ class TortoiseService:
             try:
                 return fn(self.sim)
             finally:
-                store = self.sim.store
-                view = self._view
-                if write or view is None or view.write_seq != store.write_seq:
+                if write or self.sim.store.write_seq != self._refreshed_seq:
                     self._close_view()  # no reader of the caches as they were is left once this returns
                     if write:
                         self.writes += 1
