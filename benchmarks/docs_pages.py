@@ -86,6 +86,12 @@ def _service_faults(p: dict[str, Any]) -> str:
     return service_faults.render(p)
 
 
+def _capture_path(p: dict[str, Any]) -> str:
+    from benchmarks import capture_path
+
+    return capture_path.render_markdown(p)
+
+
 def _redaction(p: dict[str, Any]) -> str:
     from benchmarks import redaction
 
@@ -176,6 +182,10 @@ PAGES: tuple[Page, ...] = (
          "memsim bench service-faults --out benchmarks/results",
          "Well-behaved and hostile clients against one service, the service killed inside captures, and an "
          "in-memory store filled up."),
+    Page("capture-path", "Capture path through the hook service", (("capture_path", _capture_path),),
+         "python -m benchmarks.capture_path STORE.kuzu --out benchmarks/results",
+         "Where a capture through the resident Tortoise service spends its time, stage by stage, with the capture "
+         "engines side by side, and the memory of reading the search cache's population."),
     Page("redaction", "Secret redaction in Tortoise", (("redaction", _redaction),),
          "memsim bench redaction --out benchmarks/results",
          "Generated secrets through capture, checkpoint and diary: how many survive into each channel, with the "
