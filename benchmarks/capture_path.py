@@ -196,7 +196,8 @@ def render_markdown(result: dict[str, Any]) -> str:
     cap = result["capture"]
     lines = ["# Capture path through the service", "",
              f"Store `{result['store']}`: {cap['points']:,} Points; {cap['rounds']} captures per engine (two turns each, one "
-             "extracted decision), alternating order; times in ms (p50 per stage).", "",
+             "extracted decision), alternating order; times in ms (p50 per stage). A store built with `--build N` "
+             "holds the CBR-world facts `memsim bench serve` uses, embedded with the hashing encoder.", "",
              "| stage | " + " | ".join(cap["engines"]) + " |", "|---|" + "---:|" * len(cap["engines"])]
     labels = list(next(iter(cap["engines"].values()))["stages_p50_ms"])
     for label in labels:
@@ -235,6 +236,13 @@ def build_store(path: Path, n: int, seed: int = 0) -> None:
         _fill(t, _facts(CBRWorld(seed=seed), n, seed), lambda it, **_: it)
     finally:
         t.close()
+
+
+def rerender(out: Path) -> None:
+    """Re-render ``capture_path.md`` from ``capture_path.json`` in ``out`` (no measuring)."""
+    result = json.loads((out / "capture_path.json").read_text(encoding="utf-8"))
+    result["levels"] = levels(result)
+    write_results(out, "capture_path", result, render_markdown(result), None)
 
 
 def main(argv: list[str] | None = None) -> int:
