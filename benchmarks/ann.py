@@ -409,7 +409,8 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, points: Sequence[i
     ef_values = EF_SWEEP[:4] if quick else EF_SWEEP
     res = []
     for n in sorted(sizes):
-        echo(f"N={n}: vectors (cache {cache_dir(seed)})")
+        missing = sum(not (cache_dir(seed) / f"base-{k:05d}.npy").exists() for k in range((n + CHUNK - 1) // CHUNK))
+        echo(f"N={n}: vectors (cache {cache_dir(seed)}; {missing * CHUNK:,} sentences to embed first)")
         base_vectors(seed, n)
         res.append(measure_size(seed, n, M_SWEEP, ef_values, echo))
     meta = {"machine": machine_description(), "seeds": {"sentences": seed}, "quick": quick, "queries": 300,

@@ -34,7 +34,7 @@ ANN_KINDS = ("hnsw",)
 DEFAULT_M = 32
 """HNSW graph degree (FAISS ``M``); chosen with ``memsim bench ann`` (see ``benchmarks/results/ann.md``)."""
 DEFAULT_EF_CONSTRUCTION = 100
-DEFAULT_EF_SEARCH = 128
+DEFAULT_EF_SEARCH = 32
 """Search beam width (FAISS ``efSearch``; raised to the candidate count when that is larger)."""
 
 

@@ -45,7 +45,7 @@ class SimConfig:
     ann_index: Literal["hnsw"] | None = None
     ann_candidates: int = 256
     ann_m: int = 32  # HNSW graph degree
-    ann_ef_search: int = 128  # HNSW search beam (raised to ann_candidates when smaller)
+    ann_ef_search: int = 32  # HNSW search beam (raised to ann_candidates when smaller)
     turn_store: Literal["graph", "record", "both"] = "graph"
     event_log_path: str | None = None
     record_store_path: str | None = None
