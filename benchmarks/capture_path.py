@@ -245,6 +245,24 @@ def rerender(out: Path) -> None:
     write_results(out, "capture_path", result, render_markdown(result), None)
 
 
+def run(out_dir: Path, store: Path, *, captures: int = 7, memory: bool = True, build: int | None = None,
+        echo: Any = print) -> list[Path]:
+    """Measure (building ``store`` with ``build`` points first when it does not exist) and write
+    ``capture_path.{json,md}`` to ``out_dir``; returns the written paths."""
+    if not store.exists() and build:
+        build_store(store, build)
+    if not store.exists():
+        raise FileNotFoundError(2, "no such store (pass --build N to build one)", str(store))
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    result: dict[str, Any] = {"store": store.name, "capture": capture_section(store, captures)}
+    if memory:
+        result["memory"] = memory_section(store)
+    result["levels"] = levels(result)
+    paths = write_results(out_dir, "capture_path", result, render_markdown(result), None)
+    echo(render_markdown(result))
+    return paths
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("store", type=Path)
@@ -254,18 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--build", type=int, default=None, metavar="N",
                     help="build the store with N points first when it does not exist (see build_store)")
     args = ap.parse_args(argv)
-    if not args.store.exists() and args.build:
-        build_store(args.store, args.build)
-    if not args.store.exists():
-        print(f"{args.store}: no such store (pass --build N to build one)", file=sys.stderr)
+    try:
+        run(args.out, args.store, captures=args.captures, memory=not args.no_memory, build=args.build)
+    except FileNotFoundError as exc:
+        print(f"{exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    result: dict[str, Any] = {"store": args.store.name, "capture": capture_section(args.store, args.captures)}
-    if not args.no_memory:
-        result["memory"] = memory_section(args.store)
-    result["levels"] = levels(result)
-    write_results(args.out, "capture_path", result, render_markdown(result), None)
-    print(render_markdown(result))
     return 0
 
 

@@ -13,11 +13,12 @@ from harness.cli.boundary import check_output_dir, describe_error, fail
 
 app = typer.Typer(help="Benchmarks measured side by side in one run. Each writes <name>.{json,md,png} to --out "
                        "(default ./memsim-results/bench, or $MEMSIM_RESULTS_DIR/bench); the committed results "
-                       "change only when --out names benchmarks/results. Four helpers run as scripts: python -m "
+                       "change only when --out names benchmarks/results. Helpers run as scripts: python -m "
                        "benchmarks.cost_tortoise [DIR] re-measures the Tortoise rows of a cost.json, python -m "
                        "benchmarks.serve_breakdown STORE shows where the hook service's memory and time go, python "
-                       "-m benchmarks.report rebuilds benchmarks/RESULTS.md from the committed results, python -m "
-                       "benchmarks.readme_blocks re-renders the README's generated blocks from them.",
+                       "-m benchmarks.docs_pages re-renders every docs results page, the README's generated blocks "
+                       "(benchmarks.readme_blocks) and benchmarks/RESULTS.md (benchmarks.report) from the committed "
+                       "results (--check compares only).",
                   no_args_is_help=True)
 console = Console(highlight=False)
 
@@ -333,6 +334,32 @@ def ep_engine(
     from benchmarks import ep_engine as mod
 
     _run(_main_argv(mod), out, quick, progress, seed=seed)
+
+
+@app.command("capture-path")
+def capture_path(
+    store: Annotated[Path, typer.Argument(help="The Kuzu store to capture into (copied first; never written).")],
+    quick: Annotated[bool, typer.Option("--quick", help="Two captures per engine and no memory section.")] = False,
+    out: OutOpt = None,
+    captures: Annotated[int, typer.Option(min=1, help="Captures per engine.")] = 7,
+    build: Annotated[int | None, typer.Option("--build", min=10, help="Build STORE with N points first when it "
+                                                                      "does not exist.")] = None,
+    memory: Annotated[bool, typer.Option("--memory/--no-memory", help="Also measure the one-statement vs "
+                                                                      "id-range read of the search cache.")] = True,
+    progress: ProgressOpt = True,
+) -> None:
+    """Where a capture through the resident Tortoise service spends its time, stage by stage, with the indexed
+    admission path and the previous full-scan path side by side in one run. Writes capture_path.{json,md}."""
+    from benchmarks import capture_path as mod
+
+    if not store.exists() and not build:
+        raise fail(f"{store}: no such store (pass --build N to build one)")
+
+    def go(out_dir: Path, *, quick: bool, track: object) -> list[Path]:
+        return mod.run(out_dir, store, captures=2 if quick else captures, memory=memory and not quick, build=build,
+                       echo=lambda _text: None)
+
+    _run(go, out, quick, progress)
 
 
 @app.command("service-faults")
