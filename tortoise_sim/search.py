@@ -517,8 +517,7 @@ def _search_cached(
         shared[~m] = 0
     else:
         shared = np.zeros(c.n, dtype=np.int64)
-    lex_idx = np.flatnonzero(shared)
-    lex_idx = lex_idx[np.lexsort((c.py_rank[lex_idx], -shared[lex_idx]))]
+    lex_idx = _lexical_order(c, shared)
     # vector leg
     vec_idx = np.zeros(0, dtype=np.int64)
     cand, cos = np.zeros(0, dtype=np.int64), np.zeros(0)
@@ -584,8 +583,23 @@ def _rrf(c: _SearchCache, lex_idx: np.ndarray, vec_idx: np.ndarray, limit: int) 
     score[lex_idx] += 1.0 / (RRF_K + np.arange(1, len(lex_idx) + 1))
     score[vec_idx] += 1.0 / (RRF_K + np.arange(1, len(vec_idx) + 1))
     scored = np.flatnonzero(score > 0)  # every scored id has a positive score
+    if len(scored) > 4 * limit:  # only the top ``limit`` are ordered: every slot scoring at least the limit-th score
+        vals = score[scored]
+        kth = np.partition(vals, len(vals) - limit)[len(vals) - limit]
+        scored = scored[vals >= kth]
     ordered = scored[np.lexsort((c.py_rank[scored], -score[scored]))][:limit]
     return score, ordered
+
+
+def _lexical_order(c: _SearchCache, shared: np.ndarray) -> np.ndarray:
+    """Slots with a shared token, by shared count desc, then id (the scan's lexical order): one pass per distinct
+    count over the slots in id order (stable), instead of a two-key sort of every hit."""
+    by_rank = c.by_rank()
+    in_order = shared[by_rank]
+    counts = np.unique(in_order[in_order > 0])[::-1]
+    if not len(counts):
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([by_rank[in_order == k] for k in counts.tolist()])
 
 
 def _vector_leg_as_scan(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray) -> np.ndarray:
