@@ -19,6 +19,14 @@ Speed options (same beliefs, same store either way): `ep_engine` (default "fused
 the previous engines) and `store_io` (default "bulk": Arrow snapshot reads, whole-column reads and `LOAD FROM`
 writes for large batches; "unwind": the previous row-by-row reads, `IN` lists and `UNWIND` writes).
 
+Scope (`dream(..., scope=...)`): `"component"` (default) runs a local pass over a snapshot of only the connected
+component(s) of the dirty roots: the whole edge table is read (its order kept), but only the component's Points,
+and the settle and trivial-stamp writes go through `TortoiseStore.by_ids`. Every step of a local pass with a finite
+`max_hops` (operator selection, affected set, factor extraction, factor-less check) follows IMPL/NAND edges from the
+anchors, so it never reaches a Point outside their components, and the pass writes the same rows, edges,
+confidences and feed as `"graph"`, the previous path (two whole-graph snapshots per pass). Passes that need the whole
+graph (full, window, calibration gate, auto mode without dirty roots, `max_hops=None`) always use `"graph"`.
+
 Bad input: a budget <= 0 is a no-op; a non-finite prior, stored belief or message raises `ValueError` in the loader,
 before anything is written; self-edges and operators left with < 2 live inputs are skipped with a warning.
 """
@@ -33,10 +41,12 @@ from typing import Any
 
 from .ep import EdgeRow, EPResult, GraphSnapshot, LoadedGraph, PointRow, run_ep
 from .errors import TortoiseError, UnknownPoint
+from .store import KEYED_MAX
 
 __all__ = [
     "CalibrationError", "BudgetExceededError", "snapshot", "load_factor_graph", "flush", "write_back", "run",
     "dream", "dream_window", "get_confidence", "ingest_dream", "calibration_violations", "DreamResult",
+    "component_snapshot", "SCOPES",
 ]
 
 # §12 Dream constants
@@ -51,6 +61,7 @@ FULL_PASS_CEILING = 200_000
 INGEST_BUDGET = 100
 CALIBRATION_KINDS = ("statement", "observation", "hypothesis")
 STORE_IO = ("bulk", "unwind")
+SCOPES = ("component", "graph")
 BULK_MIN_ROWS = 256  # from this many rows on, bulk store I/O writes with LOAD FROM and reads whole columns
 
 Progress = Callable[[int, int], None]
@@ -116,6 +127,47 @@ def snapshot(store: Any, *, store_io: str = "bulk") -> GraphSnapshot:
     rows = store.query(_SNAP_EDGES)
     edges = [EdgeRow(r["rel"], r["src"], r["tgt"], r["idx"], r["direction"], r["weight"],
                      _msg(r["ma"], r["mb"]), _msg(r["ba"], r["bb"]), r["tlabel"] != "Point") for r in rows]
+    return GraphSnapshot(points, edges, exclude_terminal=store.cfg.ep_exclude_terminal)
+
+
+def component_snapshot(store: Any, anchors: Iterable[str], *, store_io: str = "bulk") -> GraphSnapshot:
+    """A `GraphSnapshot` of the connected component(s) of `anchors` (undirected over IMPL/NAND edges between
+    Points): every edge whose source lies in them, in the order of the whole-graph snapshot, and their Points.
+    Points are read by id (`TortoiseStore.by_ids`) when the component is small, else as one Arrow scan filtered
+    here. Any walk along edges from the anchors sees exactly what it sees in `snapshot(store)`."""
+    if store_io == "bulk":
+        ec = _columns(store, _SNAP_EDGES)
+    else:
+        rows = store.query(_SNAP_EDGES)
+        ec = {k: [r[k] for r in rows] for k in ("src", "rel", "tgt", "tlabel", "idx", "direction", "weight",
+                                               "ma", "mb", "ba", "bb")}
+    adj: dict[str, list[str]] = {}
+    for src, tgt, tl in zip(ec["src"], ec["tgt"], ec["tlabel"], strict=True):
+        if tl == "Point":
+            adj.setdefault(src, []).append(tgt)
+            adj.setdefault(tgt, []).append(src)
+    comp = set(anchors)
+    stack = list(comp)
+    while stack:
+        for y in adj.get(stack.pop(), ()):
+            if y not in comp:
+                comp.add(y)
+                stack.append(y)
+    edges = [EdgeRow(rel, src, tgt, idx, dirn, w, _msg(ma, mb), _msg(ba, bb), tl != "Point")
+             for src, rel, tgt, tl, idx, dirn, w, ma, mb, ba, bb in zip(
+                 ec["src"], ec["rel"], ec["tgt"], ec["tlabel"], ec["idx"], ec["direction"], ec["weight"],
+                 ec["ma"], ec["mb"], ec["ba"], ec["bb"], strict=True) if src in comp]
+    ret = _SNAP_POINTS.removeprefix("MATCH (n:Point) ")
+    if store_io == "bulk" and len(comp) > KEYED_MAX:
+        pc = _columns(store, _SNAP_POINTS)
+        keep = [i for i, pid in enumerate(pc["id"]) if pid in comp]
+        prows = [{k: pc[k][i] for k in pc} for i in keep]
+    else:
+        prows = store.by_ids(sorted(comp), "MATCH (n:Point {id: $id}) " + ret,
+                             "MATCH (n:Point) WHERE n.id IN $ids " + ret)
+    points = [PointRow(r["id"], r["is_operator"], r["op_type"], r["direction"], r["status"], r["outdated"],
+                       r["pointKind"], r["baseline_set"], r["ep_alpha"], r["ep_beta"], r["posterior_alpha"],
+                       r["posterior_beta"]) for r in prows]
     return GraphSnapshot(points, edges, exclude_terminal=store.cfg.ep_exclude_terminal)
 
 
@@ -333,21 +385,31 @@ def _factorless(snap: GraphSnapshot, ids: Iterable[str]) -> list[str]:
     return [c for c in ids if snap.is_live_claim(c) and not snap.load_affected({c}).fg.factors]
 
 
-def _stamp_trivial(store: Any, ids: Sequence[str]) -> None:
-    """`lastDreamedAt = now` on factor-less claims; no `confidence`, no event (a trivial stamp)."""
-    if ids:
+def _stamp_trivial(store: Any, ids: Sequence[str], keyed: bool = False) -> None:
+    """`lastDreamedAt = now` on factor-less claims; no `confidence`, no event (a trivial stamp). `keyed` writes
+    through `store.by_ids` in one transaction (the component scope), else one `UNWIND` statement."""
+    if ids and keyed:
+        with store.transaction():
+            store.by_ids(list(ids), "MATCH (n:Point {id: $id}) SET n.lastDreamedAt = $now",
+                         "MATCH (n:Point) WHERE n.id IN $ids SET n.lastDreamedAt = $now", {"now": store.now()})
+    elif ids:
         store.execute("UNWIND $ids AS i MATCH (n:Point {id: i}) SET n.lastDreamedAt = $now",
                       {"ids": list(ids), "now": store.now()})
 
 
-def _settle_roots(store: Any, ids: set[str], epoch: int, store_io: str = "bulk") -> None:
+def _settle_roots(store: Any, ids: set[str], epoch: int, store_io: str = "bulk", keyed: bool = False) -> None:
     """Converged pass: drop ids from the roots, clear `ep_dirty` where `ep_dirty_at` <= the epoch snapshot, reset
-    retry counters, forget roots whose Point no longer exists."""
+    retry counters, forget roots whose Point no longer exists. `keyed` clears the flags through `store.by_ids`."""
     store.dirty_roots.difference_update(ids)
     retries = store.dream_state.setdefault("retries", {})
     for i in ids:
         retries.pop(i, None)
-    if ids:
+    if ids and keyed:
+        with store.transaction():
+            store.by_ids(sorted(ids), "MATCH (n:Point {id: $id}) WHERE n.ep_dirty_at IS NULL OR n.ep_dirty_at <= $e "
+                         "SET n.ep_dirty = false", "MATCH (n:Point) WHERE n.id IN $ids AND (n.ep_dirty_at IS NULL OR "
+                         "n.ep_dirty_at <= $e) SET n.ep_dirty = false", {"e": epoch})
+    elif ids:
         store.execute("MATCH (n:Point) WHERE n.id IN $ids AND (n.ep_dirty_at IS NULL OR n.ep_dirty_at <= $e) "
                       "SET n.ep_dirty = false", {"ids": sorted(ids), "e": epoch})
     if store.dirty_roots:
@@ -379,12 +441,16 @@ def _fail_roots(store: Any, anchors: Sequence[str], result: DreamResult) -> None
 def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: int, warm_start: bool,
                stamp: bool, result: DreamResult, exclude_ops: set[str] | None = None,
                selected: tuple[list[str], list[EdgeRow]] | None = None, stamp_trivial: bool = True,
-               ep_engine: str = "fused", store_io: str = "bulk") -> tuple[bool, set[str], list[str]]:
+               ep_engine: str = "fused", store_io: str = "bulk", snap: GraphSnapshot | None = None,
+               epoch: int | None = None) -> tuple[bool, set[str], list[str]]:
     """One local batch: selector -> `ep.run` -> write-back -> root bookkeeping. Returns (converged, 𝒞, operators
     used). `stamp_trivial=False` leaves factor-less anchors to the caller (window/full stamp them only when every
-    chunk converged)."""
-    epoch = store.ep_version()
-    snap = snapshot(store, store_io=store_io)
+    chunk converged). A caller passing `snap` (the component scope) passes the epoch read before taking it; the
+    settle and stamp writes then go through `store.by_ids`."""
+    keyed = snap is not None
+    if snap is None or epoch is None:
+        epoch = store.ep_version()
+        snap = snapshot(store, store_io=store_io)
     ops, direct = selected if selected is not None else snap.select_operators(anchors, max_hops, op_cap,
                                                                               exclude_ops=exclude_ops)
     seeds = list(ops) + sorted({x for e in direct for x in (e.src, e.tgt)})
@@ -405,15 +471,14 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
         affected = set(out["affected"])
         result.events += len(write_back(store, out["_loaded"], out["_result"], stamp=stamp, store_io=store_io))
         result.affected_claims = sorted(set(result.affected_claims) | affected)
-    live = set(_live_claims(snap))
     if converged:
-        trivial = _factorless(snap, [a for a in anchors if a in live and a not in affected])
+        trivial = _factorless(snap, [a for a in anchors if snap.is_live_claim(a) and a not in affected])
         if stamp and stamp_trivial:
-            _stamp_trivial(store, trivial)
+            _stamp_trivial(store, trivial, keyed)
             result.stamped.extend(trivial)
         if stamp and affected:
             result.stamped.extend(sorted(affected))
-        _settle_roots(store, affected | set(anchors), epoch, store_io)
+        _settle_roots(store, affected | set(anchors), epoch, store_io, keyed)
     else:
         _fail_roots(store, anchors, result)
     return converged, affected, ops
@@ -422,16 +487,26 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
 def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int | None = MAX_HOPS,
           require_calibration: bool | None = None, stamp_dreamed_at: bool = True, mode: str | None = None,
           budget: int | None = None, warm_start: bool = True, progress: Progress | None = None,
-          ep_engine: str = "fused", store_io: str = "bulk") -> DreamResult:
+          ep_engine: str = "fused", store_io: str = "bulk", scope: str = "component") -> DreamResult:
     """§9.8 dream. Mode: explicit `mode` wins; `full=True` (or `dirty_only=False` [SIM]) => full; dirty roots =>
     local; fewer than 50 operator Points => full; else local. TOR-17, TOR-19, TOR-20, TOR-21, TOR-50.
-    `ep_engine` and `store_io` choose the EP engine and how the graph is read and written (see `run`)."""
+    `ep_engine` and `store_io` choose the EP engine and how the graph is read and written (see `run`); `scope`
+    ("component", default, or "graph", the previous path) how much of the graph a local pass reads (module doc)."""
     _check_store_io(store_io)
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
     if mode not in (None, "local", "window", "full"):
         raise ValueError(f"mode must be local, window or full, not {mode!r}")
     if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)):
         raise ValueError(f"budget must be an int or None, not {budget!r}")
     gate = store.cfg.require_calibration if require_calibration is None else require_calibration
+    if (scope == "component" and not gate and max_hops is not None
+            and (mode == "local" or (mode is None and dirty_only and not full))):
+        _hydrate_roots(store)
+        if mode == "local" or store.dirty_roots:
+            return _dream_component(store, max_hops=max_hops, budget=budget, warm_start=warm_start,
+                                    stamp=stamp_dreamed_at, progress=progress, ep_engine=ep_engine,
+                                    store_io=store_io)
     snap = snapshot(store, store_io=store_io)
     if gate:
         bad = calibration_violations(store, snap)
@@ -467,6 +542,28 @@ def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int
         return result
     return _dream_full(store, snap, result, max_hops=max_hops, budget=budget, warm_start=warm_start,
                        stamp=stamp_dreamed_at, progress=progress, ep_engine=ep_engine, store_io=store_io)
+
+
+def _dream_component(store: Any, *, max_hops: int, budget: int | None, warm_start: bool, stamp: bool,
+                     progress: Progress | None, ep_engine: str, store_io: str) -> DreamResult:
+    """The local pass of `dream` on a snapshot of the dirty roots' components (scope "component"): the same
+    batch, read once, the epoch read before the snapshot."""
+    if budget is not None and budget <= 0:
+        return DreamResult(mode="local", noop=True)
+    result = DreamResult(mode="local")
+    anchors = sorted(store.dirty_roots)
+    if not anchors:
+        result.noop = True
+        return result
+    epoch = store.ep_version()
+    snap = component_snapshot(store, anchors, store_io=store_io)
+    _, _, ops = _run_batch(store, anchors, max_hops=max_hops, op_cap=budget or OP_CAP, warm_start=warm_start,
+                           stamp=stamp, result=result, ep_engine=ep_engine, store_io=store_io, snap=snap,
+                           epoch=epoch)
+    result.budget_used = len(ops)
+    if progress:
+        progress(1, 1)
+    return result
 
 
 def _chunks(ids: list[str], size: int | None = None) -> list[list[str]]:
