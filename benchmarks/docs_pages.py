@@ -116,6 +116,12 @@ def _ann(p: dict[str, Any]) -> str:
     return ann.render_md(p)
 
 
+def _locomo_workers(p: dict[str, Any]) -> str:
+    from benchmarks import locomo
+
+    return locomo.workers_markdown(p)
+
+
 def _locomo_page(p: dict[str, Any]) -> str:
     from benchmarks import locomo
 
@@ -198,6 +204,10 @@ PAGES: tuple[Page, ...] = (
          "memsim fuzz --examples N --name NAME --out benchmarks/results",
          "One hypothesis target per loader; every input ends accepted, skipped (a documented faithful skip) or "
          "rejected (a one-line error naming the file); crashes and partial writes are bugs."),
+    Page("locomo-workers", "LoCoMo runner: worker processes", (("locomo-workers", _locomo_workers),),
+         "python -m benchmarks.locomo --compare-workers 1,2 --out benchmarks/results",
+         "The same LoCoMo workload run with different numbers of worker processes: wall time, speed-up, peak "
+         "memory, and whether every result is identical to the first run's."),
     Page("locomo", "LoCoMo results", (("locomo", _locomo_page),),
          "memsim bench locomo --out benchmarks/results",
          "The same real LoCoMo conversations through every design and a few baselines: delivered against stored "
