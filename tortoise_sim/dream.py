@@ -694,7 +694,9 @@ def get_confidence(store: Any, point_id: str) -> dict[str, float]:
     return {"mean": a / n, "variance": a * b / (n * n * (n + 1.0)), "alpha": a, "beta": b, "effective_n": n}
 
 
-def ingest_dream(store: Any, claim_ids: list[str]) -> dict[str, Any]:
+def ingest_dream(store: Any, claim_ids: list[str], *, scope: str = "component") -> dict[str, Any]:
     """Capture promotion's bounded local dream (§3.9, §12): local, budget 100, no calibration, no censoring.
-    `store.run_ingest_dream` finds this function by name; capture turns any exception into a warning."""
-    return dream(store, mode="local", require_calibration=False, warm_start=False, budget=INGEST_BUDGET).as_dict()
+    `store.run_ingest_dream` finds this function by name; capture turns any exception into a warning. `scope` as
+    in `dream` ("graph": the previous whole-graph pass, same result)."""
+    return dream(store, mode="local", require_calibration=False, warm_start=False, budget=INGEST_BUDGET,
+                 scope=scope).as_dict()

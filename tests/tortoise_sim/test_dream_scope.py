@@ -56,7 +56,7 @@ def _session(seed: int, scope: str, monkeypatch: pytest.MonkeyPatch) -> tuple[An
     component snapshots were taken."""
     rng = random.Random(seed + 1)
     s, clusters = _random_store(seed)
-    monkeypatch.setattr(dr, "dream", functools.partial(_DREAM, scope=scope))
+    s.ingest_dream_hook = functools.partial(dr.ingest_dream, scope=scope)
     comp_calls = [0]
     component = dr.component_snapshot
 
@@ -74,17 +74,15 @@ def _session(seed: int, scope: str, monkeypatch: pytest.MonkeyPatch) -> tuple[An
         new = [p["id"] for p in resp["points"]]
         old = rng.choice([ids for ids in clusters if ids])
         adm.create_operator(s, rng.choice(["IMPL", "NAND"]), rng.choice(new), [rng.choice(old)])
-        results.append(dr.dream(s, mode="local", require_calibration=False).as_dict())
+        results.append(dr.dream(s, mode="local", require_calibration=False, scope=scope).as_dict())
     victim = rng.choice(clusters[0])
     retract_point(s, victim)
     s.mark_dirty([victim, rng.choice(clusters[1])])
-    results.append(dr.dream(s, require_calibration=False).as_dict())
+    results.append(dr.dream(s, require_calibration=False, scope=scope).as_dict())
     s.mark_dirty([rng.choice(clusters[2])])
-    results.append(dr.dream(s, mode="local", require_calibration=False, budget=1).as_dict())
+    results.append(dr.dream(s, mode="local", require_calibration=False, budget=1, scope=scope).as_dict())
     return _store_state(s), results, comp_calls[0]
 
-
-_DREAM = dr.dream
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
