@@ -333,7 +333,7 @@ def inprocess_session_start(db: str) -> str:
 
 def inprocess_session_end(stdin: bytes, harness: str, db: str, spool_dir: str | None) -> str:
     """Spool the transcript, then file that session into the store (a write: opens the store read-write)."""
-    from tortoise_sim.hooks import session_end_apply
+    from tortoise_sim.resident import session_end_apply
 
     session_end_apply(stdin, harness, db, spool_dir, sim=None)
     return ""

@@ -198,8 +198,9 @@ def _looks_like_service(pid: int) -> bool:
 
 def session_end_apply(stdin: bytes | str, harness: str, db: str | os.PathLike[str], spool_dir: str | None,
                       sim: Any = None) -> dict[str, Any] | None:
-    """The session-end hook's work: :func:`tortoise_sim.hooks.session_end_apply` (kept under this name)."""
-    from .hooks import session_end_apply as apply
+    """The session-end hook's work: :func:`tortoise_sim.resident.session_end_apply` (imported when called, so
+    this module stays light to import for ``serve --status`` / ``--stop``)."""
+    from .resident import session_end_apply as apply
 
     return apply(stdin, harness, db, spool_dir, sim=sim)
 
@@ -350,7 +351,7 @@ class TortoiseService:
             raise ServiceStartError(f"{self.db}: empty file (0 bytes), not a Kuzu store; remove it or pass "
                                     "another --db")
         try:
-            from .hooks import open_sim
+            from .resident import open_sim
 
             self.sim = open_sim(self.db, self.preset, self.embedder, self.fault_hook)
         except RuntimeError as exc:  # Kuzu: lock held by another process, unreadable file...
@@ -400,6 +401,11 @@ class TortoiseService:
                 if fn is not None:
                     with contextlib.suppress(Exception):
                         fn(store)
+        from .priors import prior_index_for, prior_mode
+
+        if prior_mode(store) == "index":  # built here, or the next capture pays the index build
+            with contextlib.suppress(Exception):
+                prior_index_for(store)
         pa = sys.modules.get("pyarrow")
         if pa is not None:  # the cache build's Arrow scan leaves freed pages in mimalloc: -150 MiB RSS at 1e5
             with contextlib.suppress(Exception):

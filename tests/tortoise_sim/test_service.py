@@ -120,11 +120,12 @@ def test_client_never_imports_the_service():
             mod = ("." * node.level) + (node.module or "")
             names |= {mod} | {f"{mod}.{a.name}" for a in node.names}
     assert not {n for n in names if n.endswith("service") or ".service." in n}, sorted(names)
-    assert "tortoise_sim.hooks" in names  # the fallback's path to session_end_apply
-    from tortoise_sim import hooks, service
+    assert "tortoise_sim.resident" in names  # the fallback's path to session_end_apply
+    from tortoise_sim import hooks, resident, service
 
     assert service.session_end_apply.__module__ == "tortoise_sim.service"
-    assert hooks.session_end_apply.__module__ == "tortoise_sim.hooks"
+    assert resident.session_end_apply.__module__ == "tortoise_sim.resident"
+    assert not hasattr(hooks, "session_end_apply")  # hooks sits below the SDK: no hooks <-> sdk cycle
 
 
 def test_hook_exits_zero_with_empty_stdout_on_any_error(short_dir):
