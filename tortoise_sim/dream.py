@@ -160,14 +160,16 @@ def component_snapshot(store: Any, anchors: Iterable[str], *, store_io: str = "b
     ret = _SNAP_POINTS.removeprefix("MATCH (n:Point) ")
     if store_io == "bulk" and len(comp) > KEYED_MAX:
         pc = _columns(store, _SNAP_POINTS)
-        keep = [i for i, pid in enumerate(pc["id"]) if pid in comp]
-        prows = [{k: pc[k][i] for k in pc} for i in keep]
+        points = [PointRow(*row) for row in zip(pc["id"], pc["is_operator"], pc["op_type"], pc["direction"],
+                                                pc["status"], pc["outdated"], pc["pointKind"], pc["baseline_set"],
+                                                pc["ep_alpha"], pc["ep_beta"], pc["posterior_alpha"],
+                                                pc["posterior_beta"], strict=True) if row[0] in comp]
     else:
-        prows = store.by_ids(sorted(comp), "MATCH (n:Point {id: $id}) " + ret,
-                             "MATCH (n:Point) WHERE n.id IN $ids " + ret)
-    points = [PointRow(r["id"], r["is_operator"], r["op_type"], r["direction"], r["status"], r["outdated"],
-                       r["pointKind"], r["baseline_set"], r["ep_alpha"], r["ep_beta"], r["posterior_alpha"],
-                       r["posterior_beta"]) for r in prows]
+        points = [PointRow(r["id"], r["is_operator"], r["op_type"], r["direction"], r["status"], r["outdated"],
+                           r["pointKind"], r["baseline_set"], r["ep_alpha"], r["ep_beta"], r["posterior_alpha"],
+                           r["posterior_beta"])
+                  for r in store.by_ids(sorted(comp), "MATCH (n:Point {id: $id}) " + ret,
+                                        "MATCH (n:Point) WHERE n.id IN $ids " + ret)]
     return GraphSnapshot(points, edges, exclude_terminal=store.cfg.ep_exclude_terminal)
 
 
