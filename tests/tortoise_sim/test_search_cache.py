@@ -456,3 +456,19 @@ def test_split_float32_pass_changes_no_output(monkeypatch):
     sim.store.search_pass_threads = 0
     with pytest.raises(ValueError, match="search_pass_threads"):
         search_mod.pass_threads(sim.store)
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 7])
+def test_cache_read_in_id_ranges_equals_the_scan(chunk):
+    """The cache reads its population with ``TortoiseStore.scan_arrow`` in id ranges of ``store.scan_chunk`` rows
+    (``None`` = one statement); any chunk gives the scan's hits, order, scores and trace counts."""
+    rng = random.Random(11)
+    sim = make_sim()
+    store = sim.store
+    store.scan_chunk = chunk
+    for _ in range(30):
+        sim.create_point(rng.choice(["decision", "statement"]), _text(rng), status=rng.choice(["draft", "live"]))
+    cache = search_mod.search_cache_for(store)
+    assert cache.n == 30
+    assert cache.ids == sorted(cache.ids)  # id order across the ranges, as one ORDER BY id statement gives
+    _assert_same(store, [_text(rng) for _ in range(4)], limits=(3, 10))
