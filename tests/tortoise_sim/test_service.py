@@ -32,6 +32,13 @@ FACTS = ("Use Kuzu for the simulator store.", "The release train ships every Tue
          "Postgres was rejected for the embedded cache.")
 
 
+@pytest.fixture(autouse=True)
+def _patient_client(monkeypatch):
+    """These tests check the protocol, not latency: the client's 1 s default (a prompt hook's budget) is raised so a
+    loaded machine cannot fail them; the timeout itself is tested in test_service_faults.py."""
+    monkeypatch.setenv("MEMSIM_HOOK_TIMEOUT", "60")
+
+
 @pytest.fixture
 def short_dir():
     d = tempfile.mkdtemp(prefix="mst", dir="/tmp")  # AF_UNIX paths are limited to ~107 bytes
