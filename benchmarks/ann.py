@@ -122,30 +122,26 @@ def _save_npy(path: Path, arr: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-def embed_chunk(seed: int, stream: str, k: int, encoder: Any | None = None) -> np.ndarray:
-    """Vectors of sentences ``[k*CHUNK, (k+1)*CHUNK)`` of ``stream`` (cached; computed and saved when missing)."""
-    d = cache_dir(seed)
-    path = d / f"{stream}-{k:05d}.npy"
+def _cached_vectors(path: Path, seed: int, stream: str, start: int, stop: int, encoder: Any | None) -> np.ndarray:
+    """Float32 vectors of sentences ``[start, stop)`` of ``stream``, read from ``path`` or computed and saved there."""
     if path.exists():
         return np.load(path)
-    d.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     enc = encoder if encoder is not None else _encoder()
-    vec = enc.encode(sentences(seed, stream, k * CHUNK, (k + 1) * CHUNK))
-    _save_npy(path, vec.astype(np.float32))
+    vec = np.asarray(enc.encode(sentences(seed, stream, start, stop)), dtype=np.float32)
+    _save_npy(path, vec)
     return vec
+
+
+def embed_chunk(seed: int, stream: str, k: int, encoder: Any | None = None) -> np.ndarray:
+    """Vectors of sentences ``[k*CHUNK, (k+1)*CHUNK)`` of ``stream`` (cached; computed and saved when missing)."""
+    return _cached_vectors(cache_dir(seed) / f"{stream}-{k:05d}.npy", seed, stream, k * CHUNK, (k + 1) * CHUNK,
+                           encoder)
 
 
 def queries(seed: int, stream: str, n: int = 300, encoder: Any | None = None) -> np.ndarray:
     """The first ``n`` vectors of a query stream (cached)."""
-    d = cache_dir(seed)
-    path = d / f"{stream}-q{n}.npy"
-    if path.exists():
-        return np.load(path)
-    d.mkdir(parents=True, exist_ok=True)
-    enc = encoder if encoder is not None else _encoder()
-    vec = enc.encode(sentences(seed, stream, 0, n)).astype(np.float32)
-    _save_npy(path, vec)
-    return vec
+    return _cached_vectors(cache_dir(seed) / f"{stream}-q{n}.npy", seed, stream, 0, n, encoder)
 
 
 def base_vectors(seed: int, n: int, encoder: Any | None = None) -> np.ndarray:
