@@ -483,13 +483,20 @@ def cache_update(store: TortoiseStore) -> Iterator[None]:
 def search_cache_for(store: TortoiseStore) -> _SearchCache:
     """The store's cache brought up to ``store.write_seq``: updated from the touched rows (mode "incremental"),
     or rebuilt (mode "rebuild", or a write the change log cannot attribute)."""
-    cache = getattr(store, "_search_cache", None)
+    return cache_following_writes(store, "_search_cache", _SearchCache)
+
+
+def cache_following_writes(store: TortoiseStore, attr: str, build: Any) -> Any:
+    """The cache kept on ``store`` under ``attr``, brought up to ``store.write_seq``: returned as is when current,
+    else ``cache.refresh(store)`` applies the change log (mode "incremental"), else ``build(store)`` replaces it
+    (mode "rebuild", no cache yet, or a write the log cannot attribute). Shared by the search and why caches."""
+    cache = getattr(store, attr, None)
     if cache is not None and cache.seq == store.write_seq:
         return cache
     with cache_update(store):
         if cache is None or cache_mode(store) == "rebuild" or not cache.refresh(store):
-            cache = _SearchCache(store)
-            store._search_cache = cache  # type: ignore[attr-defined]
+            cache = build(store)
+            setattr(store, attr, cache)
     return cache
 
 

@@ -272,16 +272,9 @@ class _WhyCache:
 def _why_cache_for(store: TortoiseStore) -> _WhyCache:
     """The store's why-block snapshot at ``store.write_seq``: updated from the touched rows (search cache mode
     "incremental", the default) or rebuilt (mode "rebuild", or a write the change log cannot attribute)."""
-    from .search import cache_mode, cache_update
+    from .search import cache_following_writes
 
-    cache = getattr(store, "_why_cache", None)
-    if cache is not None and cache.seq == store.write_seq:
-        return cache
-    with cache_update(store):
-        if cache is None or cache_mode(store) == "rebuild" or not cache.refresh(store):
-            cache = _WhyCache(store)
-            store._why_cache = cache  # type: ignore[attr-defined]
-    return cache
+    return cache_following_writes(store, "_why_cache", _WhyCache)
 
 
 def _fetch_cached(store: TortoiseStore, ids: list[str]) -> _Fetched:
