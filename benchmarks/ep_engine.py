@@ -9,8 +9,8 @@ Two sections, each measured side by side in one run, "before" = the previous def
    with ``==``. One more instrumented fused run splits the time into LAPACK eigenvalues, Jacobi polynomial
    recurrences, Legendre/Gegenbauer rules (alpha == beta, scipy's scalar path), tilted moments and the rest.
 2. **Dream pass** (``dream(mode="local", budget=F)``) on a fresh on-disk Kuzu store per run (the
-   ``ep_scaling`` graph and bulk load): before = ``ep_engine="batched", store_io="unwind"``, after = the
-   defaults (``"fused"``, ``"bulk"``); split into load, EP, flush + write-back (with the feed events separately);
+   ``ep_scaling`` graph and bulk load): before = ``ep_engine="batched", store_io="unwind", scope="graph"``,
+   after = the defaults (``"fused"``, ``"bulk"``, ``"component"``); split into load, EP, flush + write-back (with the feed events separately);
    the two stores' Point EP columns, edge messages and feeds are compared.
 3. **Eigenvalues** (why LAPACK ``dsterf`` runs, and whether its bits come cheaper): the nodes of every
    Gauss-Jacobi rule are the eigenvalues of its 8 x 8 Jacobi matrix (Golub-Welsch, as scipy's ``roots_jacobi``),
@@ -187,7 +187,7 @@ def _dream_once(n_factors: int, seed: int, tmp: Path, before: bool, tag: str) ->
     es.bulk_load(store, es.generate(n_factors, seed))
     gauss_jacobi_nodes.cache_clear()
     gc.collect()
-    opts = {"ep_engine": "batched", "store_io": "unwind"} if before else {}
+    opts = {"ep_engine": "batched", "store_io": "unwind", "scope": "graph"} if before else {}
     events = _Split({"events": (store, "emit_events")})
     with es._Timers() as tm, events:
         t0 = time.perf_counter()
@@ -388,7 +388,7 @@ def render(payload: dict[str, Any]) -> str:
                   + f"\n\nStacked / per-matrix speed-up: {eig['ratio']:.2f}x.\n\n")
     return ("# EP engine and dream pass: before and after, side by side\n\n"
             "Before = the previous default kept as a named option (`run_ep(engine=\"batched\")`; "
-            "`dream(ep_engine=\"batched\", store_io=\"unwind\")`), after = the new default. Identical means "
+            "`dream(ep_engine=\"batched\", store_io=\"unwind\", scope=\"graph\")`), after = the new default. Identical means "
             "bit for bit: EP beliefs, boundary beliefs and messages compared with `np.array_equal`, iteration "
             "counts equal; for the dream pass every Point's EP columns and timestamps, every edge message and every "
             "feed row equal.\n\n"
