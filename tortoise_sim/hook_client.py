@@ -286,6 +286,9 @@ class _LazyReadStore:
 
             self._store = TortoiseStore(self._path, encoder=_LazyLightEncoder(light_encoder), seed=None,
                                         read_only=True)
+            # one statement for the search cache's read (the same table as id ranges): ranges save resident memory
+            # in a long-lived service, and a hook process exits right after answering, where ranges only cost time
+            self._store.scan_chunk = None
         return self._store
 
     def __getattr__(self, name: str) -> Any:
