@@ -150,6 +150,9 @@ def test_near_ties_and_threshold_fall_back_to_the_scan_bit_for_bit(monkeypatch):
     for text in table:
         if text != "zzqq":
             sim.create_point("statement", text)
+    # the "rescan" tie engine: the default "rows" engine settles these ties itself whenever BLAS runs one thread
+    # (as after any service test in the same process), so only "rescan" is sure to take the whole-scan fallback
+    sim.store.search_tie_mode = "rescan"
     calls = []
     orig = search_mod._vector_leg_as_scan
     monkeypatch.setattr(search_mod, "_vector_leg_as_scan", lambda *a: calls.append(1) or orig(*a))
