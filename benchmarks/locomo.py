@@ -933,6 +933,9 @@ def compare_workers(out_dir: Path, *, workers: tuple[int, ...] = (1, 2, 3), quic
     measured side by side here) and whether its results equal the first run's (``comparable``: everything but
     timings and Fractal's wall-clock text). With ``quick`` each named conversation (default: every loaded one) is
     cut as ``--quick`` cuts it. The fastest count is the one ``DEFAULT_WORKERS`` should name."""
+    if quick and Path(out_dir).resolve() == RESULTS_DIR.resolve():
+        raise ValueError(f"{out_dir}: the committed results are full runs; write a quick comparison elsewhere "
+                         "(or pass --full)")
     t_start = time.perf_counter()
     src = resolve_locomo_path(data)
     names = conversations or [c.sample_id for c in load_locomo(src)]
@@ -994,7 +997,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--page", type=Path, default=DOCS_PAGE)
     ap.add_argument("--compare-workers", help="comma-separated worker counts (e.g. 1,2,3): run the workload once "
                                               "per count and write locomo-workers.{json,md} to --out")
-    ap.add_argument("--out", type=Path, default=RESULTS_DIR)
+    ap.add_argument("--out", type=Path, default=None, help="with --compare-workers: output folder (default the "
+                                                          "bench run folder; benchmarks/results takes --full runs "
+                                                          "only)")
     ap.add_argument("--full", action="store_true", help="with --compare-workers: whole conversations, not quick "
                                                         "slices")
     ap.add_argument("--arms", default=None)
@@ -1003,7 +1008,9 @@ def main(argv: list[str] | None = None) -> int:
         set_torch_threads(1)
         try:
             counts = tuple(int(x) for x in args.compare_workers.split(","))
-            for path in compare_workers(args.out, workers=counts, quick=not args.full, arms=args.arms, echo=print):
+            from harness.results_dir import default_out
+
+            for path in compare_workers(args.out or default_out("bench"), workers=counts, quick=not args.full, arms=args.arms, echo=print):
                 print(f"wrote {path}")
         except (OSError, ValueError) as exc:
             print(f"error: {' '.join(str(exc).split())}")

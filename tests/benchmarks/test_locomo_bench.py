@@ -340,3 +340,13 @@ def test_compare_workers_writes_walls_and_identity(tmp_path: Path) -> None:
     assert all(r["identical_to_first"] and r["wall_s"] > 0 for r in result["runs"])
     assert result["runs"][0]["speedup_vs_first"] == 1.0
     assert paths[1].read_text() == mod.workers_markdown(result) + "\n"
+
+
+def test_quick_worker_comparison_never_writes_the_committed_results() -> None:
+    """A quick comparison into benchmarks/results is refused before any work (committed results are full runs)."""
+    from benchmarks import locomo as mod
+    from benchmarks.common import RESULTS_DIR
+
+    with pytest.raises(ValueError, match="full runs"):
+        mod.compare_workers(RESULTS_DIR, workers=(1,), quick=True)
+    assert not (RESULTS_DIR / f"{mod.WORKERS_NAME}.json").exists()
