@@ -333,10 +333,43 @@ def _links(r: LedgerRow, out_dir: Path) -> str:
         parts.append(f"source <a href='{e(href)}'>{e(r.source_path)}</a> ({e(r.source)})")
     else:
         parts.append(e(r.source))
-    doc = os.path.relpath(REPO_ROOT / "docs" / f"{r.design}.md", out_dir.resolve()).replace(os.sep, "/")
     anchor = r.id.lower()
-    parts.append(f"docs <a href='{e(doc)}#{e(anchor)}'>docs/{e(r.design)}.md#{e(anchor)}</a>")
+    parts.append(f"docs <a href='{e(docs_site_link(r.design, anchor, out_dir))}'>{e(r.design)} page, "
+                 f"#{e(anchor)}</a>")
     return "<div class='links'>" + " &middot; ".join(parts) + "</div>"
+
+
+def _mkdocs_setting(key: str) -> str | None:
+    """A top-level scalar of the checkout's ``mkdocs.yml`` (``None`` when absent or empty)."""
+    import re
+
+    try:
+        text = (REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    m = re.search(rf"^{re.escape(key)}:[ \t]*(.*?)[ \t]*$", text, re.M)
+    value = m.group(1).strip().strip("'\"") if m else ""
+    return value or None
+
+
+def docs_site_link(design: str, anchor: str, out_dir: Path) -> str:
+    """Where the ledger page links a claim's docs entry: the page of the built MkDocs site, not the raw
+    ``docs/<design>.md`` (a browser does not follow anchors into a Markdown file).
+
+    With a ``site_url`` in ``mkdocs.yml`` the link is ``<site_url>/<design>/#<anchor>``; without one (this
+    checkout) it is relative from ``out_dir`` to ``<site_dir>/<design>/index.html#<anchor>`` of the checkout, the
+    page ``mkdocs build`` writes there (``use_directory_urls`` off gives ``<site_dir>/<design>.html``). The anchor
+    is the ``<a id="...">`` each claim entry carries."""
+    import os
+
+    directory_urls = (_mkdocs_setting("use_directory_urls") or "true").lower() not in ("false", "no", "off")
+    page = f"{design}/" if directory_urls else f"{design}.html"
+    site_url = _mkdocs_setting("site_url")
+    if site_url:
+        return f"{site_url.rstrip('/')}/{page}#{anchor}"
+    site_dir = REPO_ROOT / (_mkdocs_setting("site_dir") or "site")
+    target = site_dir / design / "index.html" if directory_urls else site_dir / page
+    return os.path.relpath(target, out_dir.resolve()).replace(os.sep, "/") + f"#{anchor}"
 
 
 def write_html(ledger: Ledger, path: Path) -> Path:

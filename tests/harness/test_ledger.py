@@ -178,8 +178,23 @@ def test_html_filters_sort_direction_expected_observed_and_links(tmp_path: Path)
     href = re.search(r"source <a href='([^']+)'>" + re.escape(src), page).group(1)
     assert href.endswith(f"{path}#L{line}") and not href.startswith("/")
     assert (out / href.split("#")[0]).resolve() == (REPO_ROOT / path).resolve()
-    doc = re.search(r"docs <a href='([^']+)'>docs/harness\.md#t-1</a>", page).group(1)
-    assert doc.endswith("docs/harness.md#t-1") and (out / doc.split("#")[0]).resolve() == REPO_ROOT / "docs" / "harness.md"
+    # the docs link names the built site's page (where the anchor works), never the raw docs/*.md file
+    doc = re.search(r"docs <a href='([^']+)'>harness page, #t-1</a>", page).group(1)
+    assert doc.endswith("#t-1") and ".md" not in doc and not doc.startswith("/")
+    assert (out / doc.split("#")[0]).resolve() == REPO_ROOT / "site" / "harness" / "index.html"
+
+
+def test_docs_link_follows_the_mkdocs_site_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.ledger as ledger_mod
+
+    (tmp_path / "mkdocs.yml").write_text("site_name: x\nsite_dir: built\n")
+    monkeypatch.setattr(ledger_mod, "REPO_ROOT", tmp_path)
+    out = tmp_path / "runs" / "ledger"
+    assert ledger_mod.docs_site_link("fractal", "fra-01", out) == "../../built/fractal/index.html#fra-01"
+    (tmp_path / "mkdocs.yml").write_text("site_name: x\nuse_directory_urls: false\n")
+    assert ledger_mod.docs_site_link("tortoise", "tor-02", out) == "../../site/tortoise.html#tor-02"
+    (tmp_path / "mkdocs.yml").write_text("site_name: x\nsite_url: 'https://example.org/memsim/'\n")
+    assert ledger_mod.docs_site_link("agentfly", "agf-05", out) == "https://example.org/memsim/agentfly/#agf-05"
 
 
 def test_real_claim_rows_link_to_their_decorated_function() -> None:
