@@ -290,8 +290,19 @@ def _conversations(obj: Any) -> list[tuple[str, dict[str, Any], list[Any]]]:
         return [("", obj, obj.get("qa"))]
     if isinstance(obj, dict) and isinstance(obj.get("conversation"), dict):
         return [(str(obj.get("sample_id", "")), obj["conversation"], obj.get("qa"))]
-    raise ValueError("neither LoCoMo layout: expected a list of {sample_id, conversation, qa} or an object with "
-                     "speaker_a, session_<n> and qa")
+    raise ValueError(f"neither LoCoMo layout: found {_json_shape(obj)}; expected a list of {{sample_id, "
+                     "conversation, qa}} or an object with speaker_a, session_<n> and qa")
+
+
+def _json_shape(obj: Any) -> str:
+    """A few words on what a JSON value is: its type, and for an object its first keys."""
+    if isinstance(obj, dict):
+        keys = list(obj)
+        shown = ", ".join(repr(k) for k in keys[:5]) + (f", +{len(keys) - 5} more" if len(keys) > 5 else "")
+        return f"an object with keys {shown}" if keys else "an empty object"
+    if isinstance(obj, list):
+        return f"a list of {len(obj)} item(s)" if obj else "an empty list"
+    return f"a JSON {type(obj).__name__} ({json.dumps(obj)[:40]})"
 
 
 def _check_conversation(sample: str, conv: dict[str, Any], qa: Any, facts: dict[str, Any], quirks: Counter,
@@ -373,9 +384,14 @@ def check_locomo(path: Path) -> list[FileReport]:
         quirks: Counter = Counter()
         try:
             obj = json.loads(f.read_text(encoding="utf-8"))
-            convs = _conversations(obj)
-        except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             rep.errors.append(f"not loadable as JSON text: {exc}")
+            reports.append(rep)
+            continue
+        try:  # valid JSON of another layout is a layout error, saying what was found and what is expected
+            convs = _conversations(obj)
+        except ValueError as exc:
+            rep.errors.append(f"valid JSON, but not LoCoMo data: {exc}")
             reports.append(rep)
             continue
         rep.facts["layout"] = "list (locomo10.json)" if isinstance(obj, list) else "one conversation per file"

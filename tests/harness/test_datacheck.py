@@ -121,6 +121,9 @@ def test_locomo_unusable_inputs(tmp_path: Path) -> None:
     reps = _by_name(check_locomo(tmp_path))
     assert reps["bad.json"].errors[0].startswith("not loadable as JSON text: Expecting property name")
     assert "neither LoCoMo layout" in reps["wrong.json"].errors[0]
+    # valid JSON of the wrong layout says so (what was found, what is expected), not "not loadable as JSON text"
+    assert reps["wrong.json"].errors[0].startswith("valid JSON, but not LoCoMo data")
+    assert "an object with keys 'hello'" in reps["wrong.json"].errors[0]
     assert "no 'qa' list" in reps["noqa.json"].errors[0]
     assert not check_locomo(tmp_path / "absent.json")[0].usable
     empty = tmp_path / "empty"
@@ -129,6 +132,7 @@ def test_locomo_unusable_inputs(tmp_path: Path) -> None:
     res = runner.invoke(app, ["data", "check", "--locomo", str(tmp_path / "wrong.json")])
     assert res.exit_code == 1 and res.stderr.strip().startswith("error:")
     assert len(res.stderr.strip().splitlines()) == 1
+    assert "not loadable as JSON" not in res.stderr and "not LoCoMo data" in res.stderr
 
 
 def test_cli_needs_a_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
