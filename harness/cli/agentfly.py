@@ -261,7 +261,7 @@ def run(
         raise fail(f"{dataset or 'deepresearcher.jsonl'}: dataset not found (pass --dataset or --data_dir, or run "
                    "`memsim data fetch agentfly`)")
     if bank is not None and not bank.is_file():
-        raise fail(f"{bank}: bank not found")
+        raise fail(f"{bank}: --bank " + ("is a directory, not a JSONL case bank" if bank.is_dir() else "not found"))
     try:
         ds = load_dataset(dataset)
     except (OSError, ValueError) as exc:
