@@ -17,7 +17,15 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.boundary import BoundaryTyper, check_output_dir, check_range, describe_error, fail
+from harness.cli.boundary import (
+    BoundaryTyper,
+    check_output_dir,
+    check_range,
+    describe_error,
+    fail,
+    make_console,
+    warn,
+)
 
 app = BoundaryTyper(help="AgentFly/Memento CBR memory: retrieve with the trained classifier, train it, run the "
                        "NP/PM driver loops offline.", no_args_is_help=True)
@@ -171,7 +179,7 @@ def train(
                       group_by_query=group_by_query, freeze_backbone=freeze_backbone, num_workers=num_workers,
                       metrics_json=str(metrics_json) if metrics_json else None)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=False) as progress:
+                  transient=False, console=make_console()) as progress:
         tasks: dict[str, int] = {}
 
         def on_progress(kind: str, done: int, total: int) -> None:
@@ -293,7 +301,8 @@ def run(
     log_path = out / f"driver_{driver}.log"
     n = len(ds.questions) if limit is None else min(limit, len(ds.questions))
     with open(log_path, "a", encoding="utf-8") as log, Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as progress:
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=make_console()) as progress:
         bar = progress.add_task(f"{driver} questions", total=n)
 
         def on_question(i: int, total: int, q: str) -> None:
@@ -313,9 +322,8 @@ def run(
                       on_question=on_question)
             if driver == "pm" and getattr(drv, "retriever", None) is None:
                 why = next((m for m in reversed(drv.log) if "retriever not available" in m), "no checkpoint")
-                progress.console.print(f"warning: PM runs WITHOUT retrieval ({why.removeprefix('WARNING ')}; "
-                                       f"checkpoint path {ckpt_path})", markup=False, highlight=False,
-                                       soft_wrap=True)
+                warn(f"PM runs WITHOUT retrieval ({why.removeprefix('WARNING ')}; checkpoint path {ckpt_path})",
+                     to=progress.console)
             summary = drv.run()
             progress.update(bar, completed=n)
         except DriverStartupError as exc:

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-from harness.cli.boundary import check_output_dir, describe_error, fail
+from harness.cli.boundary import check_output_dir, describe_error, fail, make_console
 
 app = typer.Typer(help="Benchmarks measured side by side in one run. Each writes <name>.{json,md,png} to --out "
                        "(default ./memsim-results/bench, or $MEMSIM_RESULTS_DIR/bench); the committed results "
@@ -20,7 +19,7 @@ app = typer.Typer(help="Benchmarks measured side by side in one run. Each writes
                        "(benchmarks.readme_blocks) and benchmarks/RESULTS.md (benchmarks.report) from the committed "
                        "results (--check compares only).",
                   no_args_is_help=True)
-console = Console(highlight=False)
+console = make_console()  # markup and emoji off: paths and messages print as given
 
 QuickOpt = Annotated[bool, typer.Option("--quick", help="Small sizes (about a minute); results go to --out like "
                                                         "a full run's.")]
@@ -47,11 +46,9 @@ def _out_dir(out: Path | None) -> Path:
 
 def _say(exc: BaseException) -> str:
     """One line for a benchmark's error, not led by the exception's class name (a file named when known)."""
-    from rich.markup import escape
-
     if isinstance(exc, OSError):
-        return escape(describe_error(exc) if exc.filename is not None else (exc.strerror or str(exc)))
-    return escape(str(exc) or exc.__class__.__name__)
+        return describe_error(exc) if exc.filename is not None else (exc.strerror or str(exc))
+    return str(exc) or exc.__class__.__name__
 
 
 def _main_argv(mod: Any) -> Callable[..., list[Path]]:
@@ -190,9 +187,7 @@ def locomo(
             load_arm_class(spec)
         resolve_locomo_path(data)
     except (LocomoDataError, ValueError) as exc:
-        from rich.markup import escape
-
-        raise fail(escape(str(exc))) from None
+        raise fail(str(exc)) from None
     _run(mod.run, out, quick, progress, seed=seed, data=data, conversations=conversation, arms=arms,
          k_values=tuple(k or (4, 8)), lm=lm, lm_base=lm_base, echo=console.print, arm_classes=arm_class,
          **({"workers": workers} if workers is not None else {}))

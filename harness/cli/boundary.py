@@ -1,6 +1,13 @@
 """What every ``memsim`` command shares: the error boundary (:func:`guarded`, :class:`BoundaryTyper`), one-line
-errors (:func:`fail`, :func:`describe_error`, :func:`cli_errors`) and the checks of options, input files and output
-folders."""
+errors (:func:`fail`, :func:`describe_error`, :func:`cli_errors`), one-line usage errors (:func:`usage_error_line`),
+the consoles every command prints through (:func:`make_console`, :func:`styled`, :func:`warn`) and the checks of
+options, input files and output folders.
+
+Printing user text: every console made here has rich markup *and* emoji codes off, so a path, id, option value or
+exception message is printed exactly as given (``results [old]/x.json`` keeps its brackets, ``[/x]`` is no markup
+error, ``:smile:`` stays text). Styling is applied only to what memsim itself writes, as :class:`rich.text.Text`
+spans (:func:`styled`): the ``error:`` and ``warning:`` prefixes, verdict words. Never build rich markup around
+user text, and never ``escape`` it (the escape backslashes would be printed)."""
 
 from __future__ import annotations
 
@@ -17,14 +24,41 @@ from typing import Any
 import click
 import typer
 from rich.console import Console
+from rich.text import Text
 
-err_console = Console(stderr=True, highlight=False)
+
+def make_console(*, stderr: bool = False, **kwargs: Any) -> Console:
+    """A console that prints strings as given: no markup, no emoji codes, no highlighting (see the module doc).
+
+    Every command module takes its consoles from here; style what memsim writes with :func:`styled`."""
+    return Console(stderr=stderr, highlight=False, markup=False, emoji=False, **kwargs)
+
+
+console = make_console()
+err_console = make_console(stderr=True)
+
+
+def styled(text: str, style: str) -> Text:
+    """``text`` with a rich style, for a console made by :func:`make_console` (no markup is parsed)."""
+    return Text(text, style=style)
+
+
+def error_line(message: str) -> Text:
+    """``error: <message>``: the prefix styled, the message printed exactly as given (markup and emoji off)."""
+    return Text.assemble(styled("error:", "bold red"), " ", Text(message))
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print a one-line ``error: ...`` to stderr and return the ``typer.Exit`` to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    """Print a one-line ``error: ...`` to stderr and return the ``typer.Exit`` to raise.
+
+    ``message`` is plain text (user paths, ids and exception messages go in as they are: nothing is interpreted)."""
+    err_console.print(error_line(message), soft_wrap=True)
     return typer.Exit(code)
+
+
+def warn(message: str, *, to: Console | None = None) -> None:
+    """Print ``warning: <message>`` (prefix styled, message as given) on stderr, or on the console ``to``."""
+    (to or err_console).print(Text.assemble(styled("warning:", "yellow"), " ", Text(message)), soft_wrap=True)
 
 
 @contextmanager
@@ -38,9 +72,7 @@ def cli_errors(*expected: type[BaseException]) -> Iterator[None]:
     except typer.Exit:
         raise
     except kinds as exc:  # type: ignore[misc]
-        from rich.markup import escape
-
-        raise fail(escape(describe_error(exc))) from None
+        raise fail(describe_error(exc)) from None
 
 
 def read_stdin_bytes() -> bytes:

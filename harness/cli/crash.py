@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.cli.boundary import check_output_dir, fail
+from harness.cli.boundary import check_output_dir, fail, make_console
 from harness.results_dir import default_out
 
-console = Console(highlight=False, stderr=True)
+console = make_console(stderr=True)  # markup and emoji off: paths and messages print as given
 DESIGNS = ("fractal", "agentfly", "tortoise")
 
 

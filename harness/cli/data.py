@@ -8,17 +8,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from harness.cli.boundary import err_console, fail
+from harness.cli.boundary import err_console, error_line, fail, make_console, styled, warn
 
 if TYPE_CHECKING:
     from harness.datafetch import FetchResult
 
 app = typer.Typer(help="Data sets memsim reads: fetch LoCoMo and the AgentFly corpora (pinned, checksummed) and "
                        "check a copy before using it.", no_args_is_help=True)
-console = Console(highlight=False)
+console = make_console()  # markup and emoji off: paths and messages print as given
 
 
 def _short(d: dict[str, object], limit: int = 4) -> str:
@@ -75,7 +74,7 @@ def check(
         table.add_column(col, overflow="fold")
     for r in reports:
         table.add_row(r.path, r.kind, str(r.rows), _short(r.shapes, 3), _facts(r.facts),
-                      "\n".join(r.quirks) if r.usable else "[bold red]unusable[/]")
+                      "\n".join(r.quirks) if r.usable else styled("unusable", "bold red"))
     console.print(table)
     if json_out is not None:
         try:
@@ -86,7 +85,7 @@ def check(
         console.print(f"wrote {json_out}")
     bad = [(r.path, e) for r in reports for e in r.errors]
     for path, e in bad:
-        err_console.print(f"[bold red]error:[/] {path}: {e}", soft_wrap=True)
+        err_console.print(error_line(f"{path}: {e}"), soft_wrap=True)
     if bad:
         raise typer.Exit(1)
     console.print(f"{sum(r.kind != DIRECTORY for r in reports)} file(s) usable")
@@ -140,7 +139,7 @@ def fetch(
     def report(r: FetchResult) -> None:
         got.append(r)
         if r.status == "unreachable":
-            err_console.print(f"[yellow]warning:[/] {r.message}", soft_wrap=True)
+            warn(r.message)
 
     prog = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                     console=err_console, disable=not progress)

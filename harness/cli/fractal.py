@@ -15,15 +15,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from harness.cli.boundary import BoundaryTyper, cli_errors, describe_error, fail
+from harness.cli.boundary import BoundaryTyper, cli_errors, describe_error, fail, make_console, warn
 
 app = BoundaryTyper(help="Fractal session memory: replay scripted turns, list, show and meter saved sessions.",
                   no_args_is_help=True)
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = make_console(soft_wrap=True)  # markup and emoji off: paths, ids and messages print as given
+err_console = make_console(stderr=True, soft_wrap=True)
 
 WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="Workspace directory (sessions are keyed by "
                                                                        "its resolved path).")]
@@ -93,8 +92,8 @@ def _resume(workspace: Path, session_id: str, state_dir: Path | None, *, inspect
             try:
                 json.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                err_console.print(f"[yellow]warning:[/] Ignoring unreadable Fractal session at {path}: {exc}. "
-                                  "Read-only inspection: no backup written.")
+                warn(f"Ignoring unreadable Fractal session at {path}: {exc}. "
+                     "Read-only inspection: no backup written.", to=err_console)
                 runtime.session = FractalSession(session_id=session_id)
                 return runtime
     with warnings.catch_warnings(record=True) as caught:
@@ -111,7 +110,7 @@ def _resume(workspace: Path, session_id: str, state_dir: Path | None, *, inspect
             where = session_path(workspace, session_id, state_dir)
             raise fail(f"{where}: cannot load the session: {describe_error(exc)}") from None
     for w in caught:
-        err_console.print(f"[yellow]warning:[/] {w.message}")
+        warn(str(w.message), to=err_console)
     return runtime
 
 
@@ -271,7 +270,7 @@ def show(
         console.print(f"~{est.tokens} ctx ({est.counter}; system {est.system_chars} chars, user {est.user_chars} "
                       f"chars, session_history {est.history_json_chars} chars)")
     except CounterUnavailable as exc:
-        err_console.print(f"[yellow]warning:[/] no context estimate: {exc}")
+        warn(f"no context estimate: {exc}", to=err_console)
     console.print(f"session file {runtime.session_file()}")
 
 

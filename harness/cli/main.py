@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 import harness  # noqa: F401  (sets offline environment variables first)
 from harness.cli import agentfly, bench, data, fractal, tortoise
 from harness.cli import crash as crash_cmd
-from harness.cli.boundary import BoundaryTyper, check_output_dir, fail
+from harness.cli.boundary import BoundaryTyper, check_output_dir, fail, make_console, styled
 from harness.cli.help_format import TidyGroup
 
 # TidyGroup: value placeholders and reflowed prose in every command's --help (harness/cli/help_format.py).
@@ -27,7 +27,7 @@ app.add_typer(bench.app, name="bench")
 app.add_typer(data.app, name="data")
 app.command("crash")(crash_cmd.crash)
 
-console = Console(highlight=False)
+console = make_console()  # markup and emoji off: paths, ids and messages print as given
 _STYLE = {"holds": "green", "refuted": "yellow", "error": "bold red", "skipped": "dim"}
 
 
@@ -100,7 +100,7 @@ def claims(
     for col in ("id", "kind", "verdict", "s", "statement"):
         table.add_column(col, overflow="fold")
     for r in ledger.rows:
-        table.add_row(r.id, r.kind, f"[{_STYLE[r.verdict]}]{r.verdict}[/]", f"{r.seconds:.1f}",
+        table.add_row(r.id, r.kind, styled(r.verdict, _STYLE[r.verdict]), f"{r.seconds:.1f}",
                       r.statement if len(r.statement) < 110 else r.statement[:107] + "...")
     console.print(table)
     summary = Table(title="counts")
@@ -114,7 +114,7 @@ def claims(
         console.print(f"wrote {p}")
     errors = [r.id for r in ledger.rows if r.verdict == "error"]
     if errors:
-        console.print(f"[bold red]{len(errors)} claim(s) errored:[/] {', '.join(errors)}")
+        console.print(Text.assemble(styled(f"{len(errors)} claim(s) errored:", "bold red"), " ", ", ".join(errors)))
         raise typer.Exit(1)
 
 
@@ -170,7 +170,7 @@ def fuzz(
               "code": code_version()}  # taken once: every rewrite names the code all its targets ran on
     results = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True)) as progress:
+                  console=make_console(stderr=True)) as progress:
         bar = progress.add_task("fuzz targets", total=len(chosen))
         for tname in chosen:
             progress.update(bar, description=f"fuzz {tname}")
@@ -190,7 +190,7 @@ def fuzz(
         console.print(f"wrote {p}")
     bad = summarize(results)["failing_targets"]
     if bad:
-        console.print(f"[bold red]crash or partial write in:[/] {', '.join(bad)}")
+        console.print(Text.assemble(styled("crash or partial write in:", "bold red"), " ", ", ".join(bad)))
         raise typer.Exit(1)
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from harness.cli import tortoise_dream, tortoise_serve
 from harness.cli.boundary import (
@@ -23,6 +22,7 @@ from harness.cli.boundary import (
     cli_errors,
     describe_error,
     fail,
+    make_console,
     read_input_text,
     read_stdin_bytes,
 )
@@ -38,7 +38,7 @@ from harness.cli.tortoise_store import (
 
 app = BoundaryTyper(help="Tortoise graph memory on Kuzu: capture, checkpoint, volunteer pointers, hooks, digest, "
                        "dream.", no_args_is_help=True)
-console = Console(highlight=False, soft_wrap=True)
+console = make_console(soft_wrap=True)  # markup and emoji off: paths, ids and messages print as given
 
 
 def _print_json(obj: Any) -> None:

@@ -11,14 +11,13 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.cli.boundary import cli_errors, fail
+from harness.cli.boundary import cli_errors, fail, make_console
 from harness.cli.tortoise_store import DbOpt, PresetOpt, db_path, open_sim
 
-console = Console(highlight=False, soft_wrap=True)
+console = make_console(soft_wrap=True)  # markup and emoji off: paths and ids print as given
 
 
 def dream(
@@ -50,7 +49,7 @@ def dream(
         with cli_errors(dr.CalibrationError, dr.BudgetExceededError, ValueError, OSError):
             if mode in ("window", "full") and not as_json:
                 with Progress(TextColumn("dream {task.description}"), BarColumn(), MofNCompleteColumn(),
-                              TimeElapsedColumn(), console=Console(stderr=True)) as bar:
+                              TimeElapsedColumn(), console=make_console(stderr=True)) as bar:
                     task = bar.add_task(mode, total=None)
 
                     def tick(done: int, total: int) -> None:
