@@ -49,7 +49,7 @@ from benchmarks.common import (
     write_atomic,
     write_results,
 )
-from harness.workloads.arms import SPECS, ArmSpec, load_arm_class, parse_arms
+from harness.workloads.arms import SPECS, parse_arms, require_runnable, select_arms
 from harness.workloads.locomo import (
     CATEGORY_NAMES,
     Conversation,
@@ -601,12 +601,8 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
         raise ValueError(f"--k values must be positive, got {list(k_values)}")
     if workers < 1:
         raise ValueError(f"--workers must be at least 1, got {workers}")
-    names: list[str | ArmSpec] = list(parse_arms(arms, quick))
-    for spec in arm_classes or []:
-        ext = load_arm_class(spec)
-        if ext.name in [n if isinstance(n, str) else n.name for n in names]:
-            raise ValueError(f"--arm-class {spec}: an arm named {ext.name!r} is already selected")
-        names.append(ext)
+    names = select_arms(arms, arm_classes, quick=quick)
+    require_runnable(names)  # no importable arm: one line now, never a results file without rows
     src = resolve_locomo_path(data)
     loaded = load_locomo(src)
     chosen = select_conversations(loaded, conversations)
@@ -658,6 +654,10 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     paths.sort(key=lambda p: [c.sample_id for c in chosen].index(p.stem))
     worker_peaks = {got["pid"]: got["peak_rss_mb"] for got in outcomes} if used > 1 else {}
     agg = aggregate(results)
+    if not agg["rows"]:  # every arm unavailable or failed everywhere: an error, not results without rows
+        reasons = sorted({f"{arm}: {info.get('message', info['status'])}" for res in results
+                          for arm, info in res["arms"].items()})
+        raise ValueError("no arm produced a row: " + "; ".join(reasons))
     payload = {
         "name": NAME,
         "config": {"data": src.name, "conversations": [c.sample_id for c in chosen],

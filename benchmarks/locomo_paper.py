@@ -41,6 +41,7 @@ from benchmarks.common import (
     set_torch_threads,
     write_atomic,
 )
+from harness.workloads.arms import ArmSpec, require_runnable
 from harness.workloads.base import Delivery
 from harness.workloads.locomo import (
     CATEGORY_NAMES,
@@ -76,22 +77,21 @@ DOCS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "locomo-paper.md"
 _COLS = [*map(str, CATEGORIES), "overall"]
 
 
-def parse_arm_option(spec: str | None) -> list[str]:
-    """``--arms`` for this protocol: default the design arms; ``none`` for the retriever rows alone."""
-    from harness.workloads.arms import parse_arms
+def parse_arm_option(spec: str | None, arm_classes: list[str] | None = None) -> list[str | ArmSpec]:
+    """``--arms`` and ``--arm-class`` for this protocol, by the one rule of every protocol
+    (``harness.workloads.arms.select_arms``): default the design arms; ``none`` for the retriever rows alone (plus
+    any ``--arm-class``)."""
+    from harness.workloads.arms import select_arms
 
-    if spec is None:
-        return parse_arms("designs")
-    if spec.strip().lower() in ("none", ""):
-        return []
-    return parse_arms(spec)
+    return select_arms(spec, arm_classes, default="designs", allow_none=True)
 
 
 def _write_atomic(path: Path, data: bytes, fault_hook: Callable[[str], None] | None) -> None:
     write_atomic(path, data, fault_hook, "locomo-paper.write")
 
 
-def _design_rows(chosen: list[Conversation], loaded: list[Conversation], names: list[str], k_values: tuple[int, ...],
+def _design_rows(chosen: list[Conversation], loaded: list[Conversation], names: list[str | ArmSpec],
+                 k_values: tuple[int, ...],
                  quick: bool, seed: int, track: Callable[..., Any] | None, echo: Callable[[str], None] | None,
                  tmp_dir: Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run the design arms through the LoCoMo runner; score every delivered row with the paper's recall rule."""
@@ -142,8 +142,10 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
         conversations: list[str] | None = None, retrievers: str | None = None, arms: str | None = None,
         k_values: tuple[int, ...] = (4, 8), track: Callable[..., Any] | None = None,
         echo: Callable[[str], None] | None = None, tmp_dir: Path | None = None,
-        fault_hook: Callable[[str], None] | None = None) -> list[Path]:
-    """Run the paper protocol (and the design rows) and write ``locomo-paper.{json,md,png}`` to ``out_dir``."""
+        fault_hook: Callable[[str], None] | None = None, arm_classes: list[str] | None = None) -> list[Path]:
+    """Run the paper protocol (and the design rows) and write ``locomo-paper.{json,md,png}`` to ``out_dir``.
+    ``arm_classes`` are external arms (``package.module:Class``) run beside ``arms``, as under the designs
+    protocol."""
     from benchmarks.locomo import quick_slice
 
     set_torch_threads(1)
@@ -151,7 +153,8 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     if not k_values or min(k_values) < 1:
         raise ValueError(f"--k values must be positive, got {list(k_values)}")
     names = parse_retrievers(retrievers)
-    arm_names = parse_arm_option(arms)
+    arm_names = parse_arm_option(arms, arm_classes)
+    require_runnable(arm_names)
     src = resolve_locomo_path(data)
     loaded = load_locomo(src)
     chosen = select_conversations(loaded, conversations)
@@ -190,7 +193,8 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
         },
         "config": {"data": src.name, "sources": sorted({Path(c.source).name for c in chosen}),
                    "conversations": [c.sample_id for c in chosen], "retrievers": names,
-                   "arms": arm_names, "design_k": list(k_values), "quick": quick, "seed": seed},
+                   "arms": [n if isinstance(n, str) else n.name for n in arm_names],
+                   "arm_classes": list(arm_classes or []), "design_k": list(k_values), "quick": quick, "seed": seed},
         "conversations_used": [c.sample_id for c in chosen],
         "rows": aggregate_rows(results),
         "design_rows": design_rows,

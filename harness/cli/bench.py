@@ -60,14 +60,16 @@ def _main_argv(mod: Any) -> Callable[..., list[Path]]:
 
 
 def _run(fn, out: Path | None, quick: bool, progress: bool, **kw) -> None:  # type: ignore[no-untyped-def]
-    from benchmarks.common import progress_bar
+    from benchmarks.common import default_out_dir, progress_bar
+    from harness.cli.run_output import removed_if_empty_on_failure
 
-    out_dir = _out_dir(out)
-    try:
-        with progress_bar(progress) as track:
-            paths = fn(out_dir, quick=quick, track=track, **kw)
-    except (OSError, ValueError) as exc:
-        raise fail(_say(exc)) from None
+    with removed_if_empty_on_failure(out or default_out_dir()):  # a failed run leaves no empty folder behind
+        out_dir = _out_dir(out)
+        try:
+            with progress_bar(progress) as track:
+                paths = fn(out_dir, quick=quick, track=track, **kw)
+        except (OSError, ValueError) as exc:
+            raise fail(_say(exc)) from None
     _finish(paths)
 
 
@@ -140,7 +142,9 @@ def locomo(
                        "retriever rows alone).")] = None,
     arm_class: Annotated[list[str] | None, typer.Option(
         "--arm-class", help="Your own arm, package.module:Class (importable; repeatable), run beside --arms behind "
-                            "the same arm protocol (see the docs page 'Bring your own arm').")] = None,
+                            "the same arm protocol, under either --protocol, exactly as the same class installed "
+                            "as a memsim.arms entry point and named in --arms (see the docs page 'Bring your own "
+                            "arm'). When no selected arm can be imported the run stops with one line.")] = None,
     protocol: Annotated[str, typer.Option(
         "--protocol", help="'designs': every arm's delivered vs stored evidence, tokens and time; 'locomo-paper': "
                            "the LoCoMo paper's retrieval protocol (dialog, observation and summary units, its k "
@@ -170,21 +174,17 @@ def locomo(
     what is delivered for each question (evidence recall), at how many tokens and how much time."""
     if protocol not in ("designs", "locomo-paper"):
         raise fail(f"unknown --protocol {protocol!r}; choose designs or locomo-paper")
-    if protocol == "locomo-paper" and arm_class:
-        raise fail("--arm-class applies to --protocol designs only")
     if protocol == "locomo-paper":
-        _locomo_paper(data, conversation, arms, retrievers, k, quick, lm, out, seed, progress)
+        _locomo_paper(data, conversation, arms, arm_class, retrievers, k, quick, lm, out, seed, progress)
         return
     if retrievers is not None:
         raise fail("--retrievers applies to --protocol locomo-paper only")
     from benchmarks import locomo as mod
-    from harness.workloads.arms import load_arm_class, parse_arms
+    from harness.workloads.arms import require_runnable, select_arms
     from harness.workloads.locomo import LocomoDataError, resolve_locomo_path
 
     try:  # the arms and the data are checked (or refused) before any work starts
-        parse_arms(arms, quick)
-        for spec in arm_class or []:
-            load_arm_class(spec)
+        require_runnable(select_arms(arms, arm_class, quick=quick))
         resolve_locomo_path(data)
     except (LocomoDataError, ValueError) as exc:
         raise fail(str(exc)) from None
@@ -193,11 +193,12 @@ def locomo(
          **({"workers": workers} if workers is not None else {}))
 
 
-def _locomo_paper(data: Path | None, conversation: list[str] | None, arms: str | None, retrievers: str | None,
-                  k: list[int] | None, quick: bool, lm: str | None, out: Path | None, seed: int,
-                  progress: bool) -> None:
+def _locomo_paper(data: Path | None, conversation: list[str] | None, arms: str | None,
+                  arm_class: list[str] | None, retrievers: str | None, k: list[int] | None, quick: bool,
+                  lm: str | None, out: Path | None, seed: int, progress: bool) -> None:
     """``memsim bench locomo --protocol locomo-paper``: check the options, then run the paper protocol."""
     from benchmarks import locomo_paper as paper
+    from harness.workloads.arms import require_runnable
     from harness.workloads.locomo import LocomoDataError, resolve_locomo_path
     from harness.workloads.paper_protocol import parse_retrievers
 
@@ -206,11 +207,11 @@ def _locomo_paper(data: Path | None, conversation: list[str] | None, arms: str |
     try:  # options and data are checked (or refused) before any work starts
         resolve_locomo_path(data)
         parse_retrievers(retrievers)
-        paper.parse_arm_option(arms)
+        require_runnable(paper.parse_arm_option(arms, arm_class))
     except (LocomoDataError, ValueError) as exc:
         raise fail(str(exc)) from None
     _run(paper.run, out, quick, progress, seed=seed, data=data, conversations=conversation, retrievers=retrievers,
-         arms=arms, k_values=tuple(k or (4, 8)), echo=console.print)
+         arms=arms, arm_classes=arm_class, k_values=tuple(k or (4, 8)), echo=console.print)
 
 
 @app.command()
@@ -235,13 +236,17 @@ def sweep(
         raise fail(f"unknown executor {executor!r}; choose local or ray")
     if address and executor != "ray":
         raise fail("--address needs --executor ray")
-    out_dir = _out_dir(out)
-    try:
-        with progress_bar(progress) as track:
-            paths = mod.run(config, out_dir, executor=executor, address=address,  # type: ignore[arg-type]
-                            workers=workers, track=track)
-    except (OSError, ValueError, ImportError) as exc:
-        raise fail(_say(exc)) from None
+    from benchmarks.common import default_out_dir
+    from harness.cli.run_output import removed_if_empty_on_failure
+
+    with removed_if_empty_on_failure(out or default_out_dir()):
+        out_dir = _out_dir(out)
+        try:
+            with progress_bar(progress) as track:
+                paths = mod.run(config, out_dir, executor=executor, address=address,  # type: ignore[arg-type]
+                                workers=workers, track=track)
+        except (OSError, ValueError, ImportError) as exc:
+            raise fail(_say(exc)) from None
     for p in paths:
         console.print(f"wrote {p}", soft_wrap=True)
 

@@ -16,6 +16,17 @@ console = make_console(stderr=True)  # markup and emoji off: paths and messages 
 DESIGNS = ("fractal", "agentfly", "tortoise")
 
 
+def summary_line(r: dict) -> str:
+    """One sequence's counts on one line of at most 80 characters (no trailing space)."""
+    return (f"{r['sequence']:<20} {r['mode']:<9} steps {r['step_count']:>2}  points {r['crash_points']:>4}  "
+            f"lost {r['lost_points']:>3}  duplicate {r['duplicate_points']:>3}")
+
+
+def outcome_text(outcomes: dict) -> str:
+    """The restart outcomes counted per kind, as words (``ok 12, refused naming the file 3``), never a raw dict."""
+    return ", ".join(f"{str(k).replace('_', ' ')} {v}" for k, v in outcomes.items()) or "none"
+
+
 def crash(
     design: Annotated[str | None, typer.Option(help="Only this design: fractal, agentfly or tortoise.")] = None,
     sequence: Annotated[list[str] | None, typer.Option(
@@ -61,44 +72,46 @@ def crash(
     if out is None:
         out = default_out("crash")
         console.print(f"writing results to {out} (the default run folder; --out to change)", soft_wrap=True)
-    check_output_dir(out)
-    modes = ("faithful", "hardened") if hardened else ("faithful",)
-    t0 = time.perf_counter()
-    results = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as progress:
-        for sc in scenarios:
-            for mode in modes:
-                task = progress.add_task(f"{sc.sequence} ({mode})", total=None)
+    from harness.cli.run_output import removed_if_empty_on_failure
 
-                def tick(done: int, total: int, task: int = task) -> None:
-                    progress.update(task, completed=done, total=total)
-
-                results.append(explore(sc, mode, progress=tick, max_points=max_points))
-    kills = []
-    if kill:
-        from harness.reliability.kill import KILL_PLANS, kill_run
-        from harness.reliability.kill_service import SERVICE_KILL_PLANS
-
-        for plan in [*KILL_PLANS, *SERVICE_KILL_PLANS]:
-            if (design is None or plan.sequence.startswith(design + ".")) and plan.mode in modes:
-                console.print(f"kill: {plan.sequence} ({plan.mode}) at {plan.label()}")
-                kills.append(kill_run(plan))
-    conc = []
-    if concurrency:
-        from harness.reliability.concurrent import CASES
-
-        for d, fn in CASES.items():
-            if design is None or design == d:
+    with removed_if_empty_on_failure(out):  # a failed or interrupted run leaves no empty folder behind
+        check_output_dir(out)
+        modes = ("faithful", "hardened") if hardened else ("faithful",)
+        t0 = time.perf_counter()
+        results = []
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as progress:
+            for sc in scenarios:
                 for mode in modes:
-                    console.print(f"concurrency: {d} ({mode})")
-                    conc.append({"design": d, **fn(mode)})
-    report = build_report(results, kills, conc, time.perf_counter() - t0)
-    if merge:
-        report = merge_reports(out / "crash.json", report)
-    for r in report["sequences"]:
-        console.print(f"{r['sequence']:<22} {r['mode']:<9} steps {r['step_count']:>2}  points "
-                      f"{r['crash_points']:>4}  lost {r['lost_points']:>3}  duplicate {r['duplicate_points']:>3}  "
-                      f"{r['outcomes']}")
-    for p in write_report(report, out):
-        console.print(f"wrote {p}")
+                    task = progress.add_task(f"{sc.sequence} ({mode})", total=None)
+
+                    def tick(done: int, total: int, task: int = task) -> None:
+                        progress.update(task, completed=done, total=total)
+
+                    results.append(explore(sc, mode, progress=tick, max_points=max_points))
+        kills = []
+        if kill:
+            from harness.reliability.kill import KILL_PLANS, kill_run
+            from harness.reliability.kill_service import SERVICE_KILL_PLANS
+
+            for plan in [*KILL_PLANS, *SERVICE_KILL_PLANS]:
+                if (design is None or plan.sequence.startswith(design + ".")) and plan.mode in modes:
+                    console.print(f"kill: {plan.sequence} ({plan.mode}) at {plan.label()}")
+                    kills.append(kill_run(plan))
+        conc = []
+        if concurrency:
+            from harness.reliability.concurrent import CASES
+
+            for d, fn in CASES.items():
+                if design is None or design == d:
+                    for mode in modes:
+                        console.print(f"concurrency: {d} ({mode})")
+                        conc.append({"design": d, **fn(mode)})
+        report = build_report(results, kills, conc, time.perf_counter() - t0)
+        if merge:
+            report = merge_reports(out / "crash.json", report)
+        for r in report["sequences"]:
+            console.print(summary_line(r), soft_wrap=True)
+            console.print(f"  outcomes: {outcome_text(r['outcomes'])}")
+        for p in write_report(report, out):
+            console.print(f"wrote {p}")

@@ -17,6 +17,11 @@ with one ``ArmContext``), comes in two ways:
   is then usable in ``--arms`` like a built-in one (``external`` selects every such arm). Entry points are
   resolved lazily like the design arms, so a broken plugin makes only its own arm unavailable; an entry point
   named like a built-in arm is ignored (the built-in wins).
+
+Both ways follow one rule under every protocol of ``memsim bench locomo`` (``designs`` and ``locomo-paper``):
+:func:`select_arms` turns ``--arms`` and ``--arm-class`` into the run's arm list, and :func:`require_runnable`
+refuses a selection of which no arm can be imported (one line naming each arm and why), so such a run never
+writes results without rows.
 """
 
 from __future__ import annotations
@@ -244,3 +249,39 @@ def parse_arms(spec: str | None, quick: bool = False) -> list[str]:
     if not out:
         raise ValueError("--arms names no arm")
     return out
+
+
+def select_arms(arms: str | None, arm_classes: list[str] | None = None, *, quick: bool = False,
+                default: str | None = None, allow_none: bool = False) -> list[str | ArmSpec]:
+    """The arms of a run: ``--arms`` (``parse_arms``; ``None`` means ``default``, itself ``all`` when ``None``;
+    with ``allow_none``, ``none`` or an empty text selects no named arm) followed by each ``--arm-class``
+    (``load_arm_class``). The same rule for every protocol; ``ValueError`` (one line) for an unknown name, a bad
+    class or an arm selected twice."""
+    text = default if arms is None else arms
+    named: list[str | ArmSpec] = [] if allow_none and text is not None and text.strip().lower() in ("none", "") \
+        else list(parse_arms(text, quick))
+    for spec in arm_classes or []:
+        ext = load_arm_class(spec)
+        if ext.name in [n if isinstance(n, str) else n.name for n in named]:
+            raise ValueError(f"--arm-class {spec}: an arm named {ext.name!r} is already selected")
+        named.append(ext)
+    return named
+
+
+def require_runnable(names: list[str | ArmSpec]) -> None:
+    """Refuse (one-line ``ValueError``) a non-empty selection of which no arm can even be imported: every design
+    or external arm's module and class are resolved (``arm_factory``); a baseline always can. One importable arm
+    is enough: the others are then reported unavailable beside it, as before."""
+    reasons: list[str] = []
+    for entry in names:
+        spec = entry if isinstance(entry, ArmSpec) else arm_spec(entry)
+        if spec.kind == "baseline":
+            return
+        try:
+            arm_factory(spec)
+        except ArmUnavailable as exc:
+            reasons.append(" ".join(str(exc).split()))
+            continue
+        return
+    if reasons:
+        raise ValueError("no selected arm can run: " + "; ".join(reasons))

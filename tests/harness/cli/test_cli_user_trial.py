@@ -23,3 +23,126 @@ def test_agentfly_run_bank_that_is_a_folder_says_so(tmp_path: Path) -> None:
     assert res.exit_code == 1
     assert f"{bank}: --bank is a directory" in res.stderr and "not found" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def _tiny_locomo(tmp_path: Path) -> Path:
+    turns = [{"speaker": "Ann" if i % 2 == 0 else "Bob", "dia_id": f"D1:{i + 1}",
+              "text": f"turn {i} about the {w} we saw"} for i, w in enumerate(["cat", "bicycle", "garden", "lake"])]
+    conv = {"sample_id": "conv-t", "conversation": {"speaker_a": "Ann", "speaker_b": "Bob",
+                                                    "session_1_date_time": "1:00 pm on 1 May, 2023",
+                                                    "session_1": turns},
+            "qa": [{"question": "What did we see at the lake?", "answer": "a lake", "evidence": ["D1:4"],
+                    "category": 4},
+                   {"question": "Which cat?", "answer": "the cat", "evidence": ["D1:1"], "category": 4}]}
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps([conv]), encoding="utf-8")
+    return path
+
+
+ARM = '''
+from harness.workloads.base import Delivery
+
+
+class FirstTurnArm:
+    name = "firstturn"
+    rows = ("firstturn",)
+
+    def __init__(self, ctx):
+        self.ids = []
+
+    def ingest(self, conversation):
+        self.ids = [t.dia_id for t in conversation.turns()]
+
+    def deliver(self, probe):
+        return {"firstturn": Delivery(text="x", dia_ids=frozenset(self.ids[:1]), meta={})}
+
+    def stored(self):
+        return frozenset(self.ids)
+
+    def close(self):
+        pass
+'''
+
+
+def test_arm_class_runs_under_the_paper_protocol(tmp_path: Path, monkeypatch) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "trial_arms.py").write_text(ARM, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(plugins))
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["bench", "locomo", "--protocol", "locomo-paper", "--data", str(_tiny_locomo(tmp_path)),
+                              "--retrievers", "bm25", "--arms", "none", "--arm-class", "trial_arms:FirstTurnArm",
+                              "--no-progress", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    payload = json.loads((out / "locomo-paper.json").read_text())
+    [row] = payload["design_rows"]
+    assert row["retriever"] == "firstturn" and row["n_questions"] == 2 and row["conversations"] == ["conv-t"]
+    assert payload["config"]["arm_classes"] == ["trial_arms:FirstTurnArm"]
+
+
+def test_arms_naming_only_an_unimportable_arm_exits_1_with_one_line(tmp_path: Path, monkeypatch) -> None:
+    import harness.workloads.arms as arms_mod
+    from harness.workloads.arms import ArmSpec
+
+    ghost = ArmSpec("ghost", "external", "entry point no_such_pkg_xyz:Ghost", "no_such_pkg_xyz", "Ghost")
+    monkeypatch.setattr(arms_mod, "entry_point_specs", lambda: {"ghost": ghost})
+    data = _tiny_locomo(tmp_path)
+    for protocol in ("designs", "locomo-paper"):
+        out = tmp_path / f"out-{protocol}"
+        res = runner.invoke(app, ["bench", "locomo", "--protocol", protocol, "--data", str(data), "--arms", "ghost",
+                                  "--retrievers" if protocol == "locomo-paper" else "--k",
+                                  "bm25" if protocol == "locomo-paper" else "1", "--no-progress", "--out", str(out)])
+        assert res.exit_code == 1, (protocol, res.output)
+        [line] = res.stderr.strip().splitlines()
+        assert line.startswith("error: no selected arm can run:") and "no_such_pkg_xyz" in line
+        assert not out.exists()  # nothing written, no folder left behind
+
+
+def test_failed_bench_run_leaves_no_empty_output_folder(tmp_path: Path) -> None:
+    data = _tiny_locomo(tmp_path)
+    folder = tmp_path / "conversations"
+    folder.mkdir()  # a --data folder holding no conversation file
+    malformed = tmp_path / "malformed.json"
+    malformed.write_text("{oops", encoding="utf-8")
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"hello": 1}), encoding="utf-8")
+    cases = [(["--data", str(data), "--conversation", "conv-99"], "unknown conversation conv-99"),
+             (["--data", str(folder)], "no *.json"), (["--data", str(malformed)], "not JSON"),
+             (["--data", str(wrong)], str(wrong))]
+    for i, (args, needle) in enumerate(cases):
+        out = tmp_path / f"x{i}" / "run"  # two levels that do not exist yet
+        res = runner.invoke(app, ["bench", "locomo", *args, "--arms", "full", "--no-progress", "--out", str(out)])
+        assert res.exit_code == 1 and needle in res.stderr, (args, res.output)
+        assert not (tmp_path / f"x{i}").exists(), args
+    kept = tmp_path / "kept"  # a folder that existed before the run stays, and so does what it held
+    (kept / "old").mkdir(parents=True)
+    res = runner.invoke(app, ["bench", "locomo", "--data", str(data), "--conversation", "conv-99", "--arms", "full",
+                              "--no-progress", "--out", str(kept)])
+    assert res.exit_code == 1 and (kept / "old").is_dir()
+
+
+def test_crash_summary_is_words_at_80_columns_and_a_failed_run_leaves_no_folder(tmp_path: Path,
+                                                                                 monkeypatch) -> None:
+    import harness.reliability.crash as crash_mod
+
+    monkeypatch.setenv("COLUMNS", "80")
+    out = tmp_path / "crash"
+    res = runner.invoke(app, ["crash", "--design", "fractal", "--sequence", "fractal.submit", "--max-points", "2",
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    lines = res.stderr.splitlines()
+    assert "{" not in res.stderr and "'ok'" not in res.stderr  # no raw Python dict
+    assert any(line.strip().startswith("outcomes: ok ") for line in lines)
+    assert all(len(line) <= 80 for line in lines)
+
+    def broken(*_a, **_k):
+        raise RuntimeError("scenario broke")
+
+    monkeypatch.setattr(crash_mod, "explore", broken)
+    gone = tmp_path / "new" / "crash"
+    res = runner.invoke(app, ["crash", "--design", "fractal", "--max-points", "1", "--out", str(gone)])
+    assert res.exit_code == 1 and "scenario broke" in res.stderr
+    assert not (tmp_path / "new").exists()
