@@ -244,3 +244,84 @@ def check_output_dir(path: Path, flag: str = "--out") -> Path:
     except OSError as exc:
         raise fail(f"{path}: {flag} is not writable: {exc.strerror or exc}") from None
     return path
+
+
+# ------------------------------------------------------------------------------------ usage errors
+def _close_options(exc: Any) -> list[str]:
+    """Options of the failing command whose names are close to the unknown one (compared without the leading
+    dashes, which would make ``--foo`` look like ``--out``)."""
+    import difflib
+
+    ctx = getattr(exc, "ctx", None)
+    wrong = str(getattr(exc, "option_name", "") or "")
+    if ctx is None or not wrong:
+        return []
+    names = [o for p in ctx.command.get_params(ctx) for o in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ()))
+             if o.startswith("-")]
+    by_bare = {n.lstrip("-"): n for n in names}
+    close = difflib.get_close_matches(wrong.lstrip("-").split("=", 1)[0], list(by_bare), n=3, cutoff=0.75)
+    return [by_bare[c] for c in close]
+
+
+def usage_error_line(exc: Any) -> str:
+    """The one line (without ``error:``) for a usage error of click/typer: the command, what was wrong (the option
+    or argument it names and, for a bad value, the values allowed), and where to see the options.
+
+    An unknown option is followed only by close matches of its own name (click's suggestion compares the names with
+    their dashes, so ``--foo`` suggested ``--out``); an unknown command by the commands of its group."""
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else "memsim"
+    kind = type(exc).__name__
+    if kind == "NoSuchOption":
+        close = _close_options(exc)
+        what = f"no such option {exc.option_name}" + (f" (did you mean {' or '.join(close)}?)" if close else "")
+    else:
+        what = exc.format_message()
+        if kind == "UsageError" and what.startswith("No such command") and ctx is not None:
+            cmds = getattr(ctx.command, "list_commands", lambda c: [])(ctx)
+            if cmds:
+                what = f"{what.rstrip('.')}; choose one of {', '.join(cmds)}"
+    what = " ".join(str(what).split()).rstrip(".")
+    if what[:1].isupper() and not what[1:2].isupper():
+        what = what[0].lower() + what[1:]
+    return f"{where}: {what} (see `{where} --help`)"
+
+
+def name_usage_errors(cmd: Any) -> None:
+    """Make every usage error raised while parsing ``cmd``'s arguments (and those of the commands below it) carry
+    that command's context: the parser raises some (an option missing its value) without one, and click then
+    attaches the root's, so the line would name ``memsim`` instead of the command (and a hook would not be known)."""
+    from typer._click.exceptions import UsageError
+
+    if "parse_args" not in vars(cmd):
+        original = cmd.parse_args
+
+        def parse_args(ctx: Any, args: list[str]) -> Any:
+            try:
+                return original(ctx, args)
+            except UsageError as exc:
+                if getattr(exc, "ctx", None) is None or exc.ctx is not ctx:
+                    exc.ctx = ctx
+                raise
+
+        cmd.parse_args = parse_args
+    for sub in (getattr(cmd, "commands", None) or {}).values():
+        name_usage_errors(sub)
+
+
+@contextmanager
+def one_line_usage_errors() -> Iterator[None]:
+    """Turn a click/typer usage error (bad option value, unknown option or command, missing argument) into one
+    ``error:`` line on stderr and exit status 2. A hook command exits 0 instead, with nothing printed (spec tortoise
+    7.1: a hook never fails its host). ``--help`` on a group with no arguments is left to typer."""
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
+    try:
+        yield
+    except NoArgsIsHelpError:
+        raise
+    except UsageError as exc:
+        ctx = getattr(exc, "ctx", None)
+        if ctx is not None and is_hook_command(ctx.info_name):
+            raise typer.Exit(0) from None
+        raise fail(usage_error_line(exc), getattr(exc, "exit_code", 2) or 2) from None

@@ -97,11 +97,28 @@ def tidy_command(cmd: Any) -> None:
 
 
 class TidyGroup(TyperGroup):
-    """Root group that tidies the whole command tree once, when typer builds it."""
+    """Root group that tidies the whole command tree once, when typer builds it, and turns every usage error of
+    the tree (parsed in :meth:`make_context` for the root, in :meth:`invoke` for the commands below it) into one
+    ``error:`` line with exit status 2 (``harness.cli.boundary.one_line_usage_errors``)."""
 
     def __init__(self, **kwargs: Any) -> None:
+        from harness.cli.boundary import name_usage_errors
+
         super().__init__(**kwargs)
         tidy_command(self)
+        name_usage_errors(self)
+
+    def make_context(self, info_name: Any, args: Any, parent: Any = None, **extra: Any) -> Any:  # noqa: D102
+        from harness.cli.boundary import one_line_usage_errors
+
+        with one_line_usage_errors():
+            return super().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx: Any) -> Any:  # noqa: D102
+        from harness.cli.boundary import one_line_usage_errors
+
+        with one_line_usage_errors():
+            return super().invoke(ctx)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         for p in self.params:  # typer adds the completion options after building the group

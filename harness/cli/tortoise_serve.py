@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.boundary import fail
+from harness.cli.boundary import describe_error, fail
 from harness.cli.tortoise_store import DbOpt, check_store_path, db_path
 
 __all__ = ["serve"]
@@ -71,3 +71,5 @@ def serve(
                        echo=lambda m: sys.stderr.write(m + "\n"))
     except ServiceStartError as exc:
         raise fail(str(exc)) from None
+    except OSError as exc:  # the store path in full, as given (the OSError names only the folder that failed)
+        raise fail(f"{path}: cannot serve the store: {describe_error(exc)}") from None
