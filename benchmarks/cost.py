@@ -340,20 +340,32 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable | 
     meta = {"machine": machine_description(), "quick": quick,
             "seeds": {"world": seed, "queries": seed + 77, "random_vectors": seed},
             "wall_s": time.perf_counter() - t_start}
-    payload = {"name": "cost", "meta": meta, **result, "ratios": ratios, "levels": expected_levels(result),
+    payload = {"name": "cost", "meta": meta, **result, "ratios": ratios,
+               "levels": expected_levels(result, _engines_beside(out_dir)),
                "notes": notes}
     return write_results(out_dir, "cost", payload, render_markdown(payload), _figure(payload))
 
 
-def rerender(out_dir: Path) -> list[Path]:
-    """Recompute ratios and levels from ``cost.json`` and rewrite ``cost.{json,md,png}`` (no re-measurement)."""
+def _engines_beside(out_dir: Path) -> dict[str, Any] | None:
+    """The ``engines.json`` payload of the same results folder, if there is one (its shipped-bank NP figure is
+    quoted beside this run's NP level)."""
+    import json
+
+    path = out_dir / "engines.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def rerender(out_dir: Path, *, figure: bool = True) -> list[Path]:
+    """Recompute ratios and levels from ``cost.json`` (and ``engines.json`` beside it, if any) and rewrite
+    ``cost.{json,md}`` and, with ``figure``, ``cost.png`` (no re-measurement; the figure depends on the measured
+    sections only)."""
     import json
 
     payload = json.loads((out_dir / "cost.json").read_text(encoding="utf-8"))
     res = {k: payload[k] for k in ("np", "pm", "tortoise", "fractal") if k in payload}
     payload["ratios"] = compute_ratios(res)
-    payload["levels"] = expected_levels(res)
-    return write_results(out_dir, "cost", payload, render_markdown(payload), _figure(payload))
+    payload["levels"] = expected_levels(res, _engines_beside(out_dir))
+    return write_results(out_dir, "cost", payload, render_markdown(payload), _figure(payload) if figure else None)
 
 
 def rerun_tortoise(out_dir: Path, sizes: list[int] | None = None, build_budget_s: float = 900.0) -> list[Path]:
@@ -442,20 +454,56 @@ def compute_ratios(res: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def expected_levels(res: dict[str, Any]) -> list[dict[str, Any]]:
-    """The issue's expected levels, with the measured value and whether it was met in this run."""
+NP_CACHED_LEVEL_X = 500
+"""The NP speed-up level (cached over faithful at 1,278 cases). It is measured on two banks: here on the
+synthetic CBR world's 1,278 questions, and by ``benchmarks.engines`` on the shipped bank (``memory.jsonl``, longer
+real questions, so the faithful recompute costs more per query). Each page judges its own bank and quotes the
+other's figure and verdict beside it (from the JSON in the same results folder), so neither reads as the only one."""
+
+
+def np_synthetic_ratio(res: dict[str, Any]) -> tuple[float, bool] | None:
+    """``(cached-over-faithful speed-up, identical top-8 on every checked query)`` at 1,278 cases of the synthetic
+    bank, from a cost payload's measured NP section; None where that size was not measured."""
+    by_n = {r["n_cases"]: r for r in (res.get("np") or {}).get("rows", [])}
+    if REF_SIZE not in by_n:
+        return None
+    r = by_n[REF_SIZE]
+    checks = [c for c in res["np"]["ranking_checks"] if c["n_cases"] == REF_SIZE]
+    ident = bool(checks) and checks[0]["identical_top8"] == checks[0]["queries"]
+    return _ratio(r["np_faithful_ms"], r["np_cached_ms"]), ident
+
+
+def _verdict(ratio: float, ident: bool = True) -> str:
+    return "met" if ratio >= NP_CACHED_LEVEL_X and ident else "missed"
+
+
+def _shipped_bank_note(engines: dict[str, Any] | None) -> str:
+    from benchmarks.engines import np_shipped_ratio
+
+    got = np_shipped_ratio(engines) if engines is not None else None
+    if got is None:
+        return "shipped bank: not in this results folder (engines.json, `memsim bench engines`)"
+    ratio, ident = got
+    return f"shipped bank (engines.json): {ratio:,.0f}x, {_verdict(ratio, ident)} there"
+
+
+def expected_levels(res: dict[str, Any], engines: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The issue's expected levels, with the measured value and whether it was met in this run. ``engines``: the
+    ``engines.json`` payload of the same results folder, whose shipped-bank NP figure the NP level quotes."""
     levels = []
     by_n = {r["n_cases"]: r for r in res["np"]["rows"]}
     if REF_SIZE in by_n:
         r = by_n[REF_SIZE]
-        v = _ratio(r["np_faithful_ms"], r["np_cached_ms"])
+        v, ident = np_synthetic_ratio(res) or (float("nan"), False)
         checks = [c for c in res["np"]["ranking_checks"] if c["n_cases"] == REF_SIZE]
-        ident = bool(checks) and checks[0]["identical_top8"] == checks[0]["queries"]
         per_text, q_enc = res["np"]["per_text_encode_ms"], res["np"]["query_encode_ms"]
-        levels.append({"level": "NP cached >= 500x faster than NP faithful at 1,278 cases, identical rankings",
-                       "measured": f"{v:,.0f}x; identical top-8 on {checks[0]['identical_top8']}/"
-                                   f"{checks[0]['queries']} queries" if checks else f"{v:,.0f}x",
-                       "met": bool(v >= 500 and ident),
+        here = (f"{v:,.0f}x; identical top-8 on {checks[0]['identical_top8']}/{checks[0]['queries']} queries"
+                if checks else f"{v:,.0f}x")
+        levels.append({"level": f"NP cached >= {NP_CACHED_LEVEL_X}x faster than NP faithful at 1,278 cases, "
+                                "identical rankings (judged here on the synthetic CBR bank; the shipped bank is "
+                                "judged on the engines page)",
+                       "measured": f"synthetic bank: {here}; {_shipped_bank_note(engines)}",
+                       "met": bool(v >= NP_CACHED_LEVEL_X and ident),
                        "why": (f"NP cached still runs MiniLM on the query alone ({q_enc:.1f} ms for one text, "
                                f"{r['np_cached_index_ms']:.2f} ms index side), while faithful mode encodes in batches "
                                f"of 64 at {per_text:.2f} ms per text, so the speed-up is bounded near "
