@@ -87,6 +87,7 @@ BENCHES = {"selectors": ("selectors", []), "cbr-loop": ("cbr_loop", []), "cost":
            "service-faults": ("service_faults", []), "ep-engine": ("ep_engine", []),
            "capture-path": ("capture_path", ["store.kuzu"]), "ann": ("ann", [])}
 MAIN_ARGV = ("ep-scaling", "ep-engine")  # these call the script's main(argv), which parses --out
+COMMITTED = Path("benchmarks") / "results"  # the committed results folder, relative to the clone
 
 
 def test_every_bench_command_is_covered_here():
@@ -108,7 +109,8 @@ def test_every_bench_defaults_to_the_run_folder(clone, monkeypatch, bench, quick
             out_dir = a[0][a[0].index("--out") + 1]
         seen.append(Path(out_dir))
         p = Path(out_dir) / f"{bench}.json"
-        p.write_text("{}\n", encoding="utf-8")
+        if Path(out_dir) != COMMITTED:  # told to write the committed folder: the fake leaves it as it is
+            p.write_text("{}\n", encoding="utf-8")
         return [p]
 
     monkeypatch.setattr(mod, "main" if bench in MAIN_ARGV else "run", fake_run)
@@ -120,11 +122,18 @@ def test_every_bench_defaults_to_the_run_folder(clone, monkeypatch, bench, quick
     run = clone / "memsim-results" / "bench"
     assert seen == [run]
     assert f"wrote {run / (bench + '.json')}" in res.output.replace("\n", "")
-    # --out names another folder (here the committed one of the clone, which a user may rewrite on purpose)
+    # --out names another folder: the benchmark is told to write exactly there
     seen.clear()
     res = runner.invoke(app, ["bench", bench, *args, *flags, "--no-progress", "--out", "mine"])
     assert res.exit_code == 0, res.output
     assert seen == [Path("mine")]
+    # ... and --out naming the clone's committed folder (a user may rewrite it on purpose) is passed through as
+    # well, not redirected to the run folder (the fixture checks that the fake left the committed files alone)
+    seen.clear()
+    res = runner.invoke(app, ["bench", bench, *args, *flags, "--no-progress", "--out", str(COMMITTED)])
+    assert res.exit_code == 0, res.output
+    assert seen == [COMMITTED]
+    assert (clone / COMMITTED).is_dir() and (clone / COMMITTED / "cost.json").is_file()
 
 
 def test_bench_out_that_is_a_file_fails_before_the_work(clone, monkeypatch):
