@@ -7,7 +7,10 @@ For each data set the first of these that is given wins:
    layout) or ``$MEMSIM_AGENTFLY_DATA`` (a folder holding the AgentFly files side by side);
 3. the copy ``memsim data fetch`` placed in the data folder: ``$MEMSIM_DATA_DIR`` when set, else the user cache
    folder (``platformdirs.user_cache_dir("memsim")``, e.g. ``~/.cache/memsim`` on Linux), as
-   ``locomo/locomo10.json`` and ``agentfly/<file>.jsonl``.
+   ``locomo/locomo10.json`` and ``agentfly/<file>.jsonl``. Per-conversation LoCoMo files placed by hand in
+   ``locomo/`` (``conv-26.json``, ..., any ``*.json``) are read as a folder when ``locomo10.json`` is not there;
+   when it is, it alone is read (the same conversations twice would be refused) and :func:`lookup` says the others
+   are not read.
 
 A path given explicitly or through an environment variable that does not exist is an error naming it
 (:class:`DataPathError`, one line), never a silent fall-through to the next source: a mistyped path must not turn
@@ -47,10 +50,21 @@ def dataset_dir(dataset: str) -> Path:
     return data_home() / dataset
 
 
+def _other_locomo_files(d: Path) -> list[Path]:
+    """The ``*.json`` files of the data folder's ``locomo/`` other than ``locomo10.json`` (placed by hand)."""
+    if not d.is_dir():
+        return []
+    return sorted(p for p in d.glob("*.json") if p.is_file() and p.name != LOCOMO_FILE)
+
+
 def cached_locomo() -> Path | None:
-    """The fetched ``locomo10.json`` when it is in the data folder, else ``None``."""
-    p = dataset_dir("locomo") / LOCOMO_FILE
-    return p if p.is_file() else None
+    """The fetched ``locomo10.json`` when it is in the data folder; else the data folder's ``locomo/`` when it
+    holds per-conversation ``*.json`` files (placed by hand); else ``None``."""
+    d = dataset_dir("locomo")
+    p = d / LOCOMO_FILE
+    if p.is_file():
+        return p
+    return d if _other_locomo_files(d) else None
 
 
 def cached_agentfly() -> Path | None:
@@ -116,3 +130,36 @@ def resolve_agentfly(explicit: Path | str | None = None, *, option: str = "--dat
     """Like :func:`find_agentfly`, but nothing found is an error saying how to get the data."""
     return _found(find_agentfly(explicit, option=option), dataset_dir("agentfly"), "AgentFly corpora", "agentfly",
                   f"{option} DIR", AGENTFLY_ENV)
+
+
+def lookup(dataset: str) -> tuple[Path | None, str, list[str]]:
+    """Where the commands would find ``dataset`` (``locomo`` or ``agentfly``) without a path option:
+    ``(path or None, where it came from, every place looked at with what was found there)``, for a report that
+    names each data set whether or not it was found."""
+    env, found_cached = (LOCOMO_ENV, cached_locomo) if dataset == "locomo" else (AGENTFLY_ENV, cached_agentfly)
+    looked: list[str] = []
+    value = os.environ.get(env)
+    if value:
+        return Path(value).expanduser(), f"from ${env}", [f"${env} = {value}"]
+    looked.append(f"${env} (not set)")
+    d = dataset_dir(dataset)
+    path = found_cached()
+    if dataset == "locomo":
+        others = _other_locomo_files(d)
+        if path is not None and path.name == LOCOMO_FILE:
+            note = (f"; {len(others)} other *.json file(s) there are not read while {LOCOMO_FILE} is"
+                    if others else "")
+            looked.append(f"{path} (found{note})")
+            return path, "the copy in the data folder", looked
+        if path is not None:
+            looked.append(f"{d / LOCOMO_FILE} (absent); {d} holds {len(others)} per-conversation file(s): "
+                          f"{', '.join(p.name for p in others[:4])}{', ...' if len(others) > 4 else ''}")
+            return path, "per-conversation files in the data folder", looked
+        looked.append(f"{d / LOCOMO_FILE} (absent), and no other *.json file in {d}")
+        return None, "", looked
+    if path is not None:
+        present = [f for f in AGENTFLY_FILES if (d / f).is_file()]
+        looked.append(f"{d} (holds {', '.join(present)})")
+        return path, "the copy in the data folder", looked
+    looked.append(f"{d} ({'holds none of ' + ', '.join(AGENTFLY_FILES) if d.is_dir() else 'absent'})")
+    return None, "", looked

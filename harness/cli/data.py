@@ -36,6 +36,53 @@ def _facts(rep_facts: dict[str, object]) -> str:
     return "\n".join(parts)
 
 
+def _looked_up(title: str, dataset: str, option: str) -> Path | None:
+    """Say where ``dataset`` was looked for and what was found (found or not), and return its path or ``None``."""
+    import textwrap
+
+    from harness.datapaths import lookup
+
+    path, source, looked = lookup(dataset)
+    if path is not None:
+        console.print(f"{title}: {path} ({source})", soft_wrap=True)
+    else:
+        console.print(f"{title}: not found (run `memsim data fetch {dataset}`, or give {option})", soft_wrap=True)
+    for where in looked:  # wrapped between words (a path is never split) to the console's width
+        for line in textwrap.wrap(f"looked at {where}", max(40, console.width), initial_indent="  ",
+                                  subsequent_indent="    ", break_long_words=False, break_on_hyphens=False):
+            console.print(line, soft_wrap=True)
+    return path
+
+
+def report_blocks(reports: list, width: int) -> list[str]:  # type: ignore[type-arg]
+    """The check's findings as one block per file for a pipe or a narrow terminal: the full path on its own line,
+    then what it is, its rows, shapes, facts and quirks as labelled lines wrapped between words to ``width``."""
+    import textwrap
+
+    width = max(40, width)
+    lines: list[str] = []
+
+    def say(label: str, text: str) -> None:
+        head = f"  {label}: "
+        pad = " " * len(head)
+        for i, part in enumerate(t for t in text.split("\n") if t):
+            lines.extend(textwrap.wrap(part, width, initial_indent=head if i == 0 else pad, subsequent_indent=pad,
+                                       break_long_words=False, break_on_hyphens=False))
+
+    for r in reports:
+        lines.append(r.path)
+        say("what", f"{r.kind}, {r.rows} row(s)" + ("" if r.usable else ", UNUSABLE"))
+        if r.shapes:
+            say("shapes", "; ".join(f"{k}: {v} row(s)" for k, v in list(r.shapes.items())[:3]))
+        if _facts(r.facts):
+            say("facts", _facts(r.facts))
+        if r.quirks:
+            say("quirks", "\n".join(r.quirks))
+        for e in r.errors:
+            say("error", e)
+    return lines
+
+
 @app.command()
 def check(
     agentfly: Annotated[Path | None, typer.Option(
@@ -54,28 +101,34 @@ def check(
     folder holding the same LoCoMo conversation twice is refused). Nothing is modified.
     """
     from harness.datacheck import DIRECTORY, check_agentfly, check_locomo
-    from harness.datapaths import AGENTFLY_ENV, LOCOMO_ENV, cached_agentfly, cached_locomo
+    from harness.datapaths import AGENTFLY_ENV, LOCOMO_ENV
 
     if agentfly is None and locomo is None:  # the data every command would read: environment, then fetched copy
-        agentfly = Path(os.environ[AGENTFLY_ENV]) if os.environ.get(AGENTFLY_ENV) else cached_agentfly()
-        locomo = Path(os.environ[LOCOMO_ENV]) if os.environ.get(LOCOMO_ENV) else cached_locomo()
-    if agentfly is None and locomo is None:
-        raise fail(f"nothing to check: give --agentfly DIR and/or --locomo PATH (or set ${AGENTFLY_ENV} / "
-                   f"${LOCOMO_ENV}, or run `memsim data fetch`)")
+        agentfly = _looked_up("AgentFly", "agentfly", "--agentfly DIR")
+        locomo = _looked_up("LoCoMo", "locomo", "--locomo PATH")
+        if agentfly is None and locomo is None:
+            raise fail(f"nothing to check: give --agentfly DIR and/or --locomo PATH (or set ${AGENTFLY_ENV} / "
+                       f"${LOCOMO_ENV}, or run `memsim data fetch`)")
+    else:
+        for name, given in (("AgentFly", agentfly), ("LoCoMo", locomo)):
+            if given is not None:
+                console.print(f"{name}: {given}", soft_wrap=True)
     reports = []
     if agentfly is not None:
-        console.print(f"AgentFly: {agentfly}", soft_wrap=True)
         reports += check_agentfly(agentfly)
     if locomo is not None:
-        console.print(f"LoCoMo: {locomo}", soft_wrap=True)
         reports += check_locomo(locomo)
-    table = Table(title="memsim data check", show_lines=True)
-    for col in ("file", "what", "rows", "shapes (keys: rows)", "facts", "quirks"):
-        table.add_column(col, overflow="fold")
-    for r in reports:
-        table.add_row(r.path, r.kind, str(r.rows), _short(r.shapes, 3), _facts(r.facts),
-                      "\n".join(r.quirks) if r.usable else styled("unusable", "bold red"))
-    console.print(table)
+    if console.is_terminal and console.width >= 120:
+        table = Table(title="memsim data check", show_lines=True)
+        for col in ("file", "what", "rows", "shapes (keys: rows)", "facts", "quirks"):
+            table.add_column(col, overflow="fold")
+        for r in reports:
+            table.add_row(r.path, r.kind, str(r.rows), _short(r.shapes, 3), _facts(r.facts),
+                          "\n".join(r.quirks) if r.usable else styled("unusable", "bold red"))
+        console.print(table)
+    else:  # piped, or a narrow terminal: one block per file, full paths, text wrapped between words
+        for line in report_blocks(reports, console.width):
+            console.print(line, soft_wrap=True)
     if json_out is not None:
         try:
             json_out.parent.mkdir(parents=True, exist_ok=True)

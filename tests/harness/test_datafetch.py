@@ -505,5 +505,5 @@ def test_data_check_without_options_checks_the_fetched_copy(home) -> None:
         (home / "agentfly" / f.name).symlink_to(AGENTFLY_DEV / f.name)
     r = _cli(["data", "check"])
     assert r.exit_code == 0, r.output
-    assert f"AgentFly: {home / 'agentfly'}" in r.stdout and "LoCoMo:" not in r.stdout
+    assert f"AgentFly: {home / 'agentfly'}" in r.stdout and "LoCoMo: not found" in r.stdout
     assert "4 file(s) usable" in r.stdout

@@ -146,3 +146,45 @@ def test_crash_summary_is_words_at_80_columns_and_a_failed_run_leaves_no_folder(
     res = runner.invoke(app, ["crash", "--design", "fractal", "--max-points", "1", "--out", str(gone)])
     assert res.exit_code == 1 and "scenario broke" in res.stderr
     assert not (tmp_path / "new").exists()
+
+
+def test_data_check_names_every_data_set_and_reads_per_conversation_files(tmp_path: Path, monkeypatch) -> None:
+    from harness.datapaths import resolve_locomo
+
+    home = tmp_path / "data"
+    (home / "agentfly").mkdir(parents=True)
+    (home / "agentfly" / "dummy_memo.jsonl").write_text(json.dumps({"question": "q", "plan": "p", "reward": 1}) + "\n",
+                                                        encoding="utf-8")
+    monkeypatch.setenv("MEMSIM_DATA_DIR", str(home))
+    monkeypatch.delenv("MEMSIM_LOCOMO_DATA", raising=False)
+    monkeypatch.delenv("MEMSIM_AGENTFLY_DATA", raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
+    res = runner.invoke(app, ["data", "check"])
+    # only AgentFly is there: LoCoMo is named too, with where it was looked for
+    assert "LoCoMo: not found" in res.stdout and "looked at $MEMSIM_LOCOMO_DATA (not set)" in res.stdout
+    assert f"looked at {home / 'locomo' / 'locomo10.json'} (absent)" in res.stdout
+    # per-conversation files copied into <data folder>/locomo/ are read as that folder
+    conv = json.loads(_tiny_locomo(tmp_path).read_text())[0]
+    (home / "locomo").mkdir()
+    (home / "locomo" / "conv-t.json").write_text(json.dumps({**conv["conversation"], "qa": conv["qa"]}),
+                                                 encoding="utf-8")
+    assert resolve_locomo() == home / "locomo"
+    res = runner.invoke(app, ["data", "check"])  # exit 1: three AgentFly files are missing (each an error line)
+    assert f"LoCoMo: {home / 'locomo'} (per-conversation files in the data folder)" in res.stdout
+    assert str(home / "locomo" / "conv-t.json") in res.stdout.splitlines()
+    assert "conv-t.json" not in res.stderr  # the conversation file is usable
+
+
+def test_data_check_without_a_terminal_keeps_paths_whole_at_80_columns(tmp_path: Path, monkeypatch) -> None:
+    deep = tmp_path / "a-rather-long-folder-name" / "another-long-folder-name-for-paths"
+    deep.mkdir(parents=True)
+    data = _tiny_locomo(tmp_path)
+    target = deep / "conversations-copied-by-hand.json"
+    target.write_text(data.read_text(), encoding="utf-8")
+    monkeypatch.setenv("COLUMNS", "80")
+    res = runner.invoke(app, ["data", "check", "--locomo", str(target)])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert str(target) in lines  # the full path on a line of its own, never split mid-name
+    assert all(len(line) <= 80 for line in lines if str(target) not in line)
+    assert any(line.startswith("  what: LoCoMo conversations") for line in lines)
