@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -199,10 +200,28 @@ XD04_TIMED_PROBES = 3
 the cached index, whose rankings equal the recompute's)."""
 
 
+class _CountingTokenizer:
+    """The tokenizer handed to the faithful NP retrieval, wrapped so the claim sees every text it is asked to
+    encode (the injected encoder seam: ``retrieve(task, pairs, tokenizer, model)``); ``texts`` lists them in
+    call order, everything else is the real tokenizer's."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        self.texts: list[str] = []
+
+    def __call__(self, texts: Any, *args: Any, **kwargs: Any) -> Any:
+        self.texts += [texts] if isinstance(texts, str) else [str(t) for t in texts]
+        return self._tokenizer(texts, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
+
+
 def _faithful_np_timed(conv: Conversation, questions: list[str], top_k: int) -> list[dict[str, Any]]:
     """Run the faithful NP retrieval (``agentfly_sim.embedding.retrieve``: every bank question plus the query
     re-embedded, AGF-36) on the bank the NP arm ingests (one ``dated_line`` case per turn, read back with the
-    driver's ``extract_pairs``), once per question; wall time and the ranked case texts of each."""
+    driver's ``extract_pairs``), once per question, with a counting tokenizer injected; wall time, the ranked case
+    texts, and what the retrieval encoded (the texts handed to the tokenizer, and the model's own count)."""
     import time
 
     import torch
@@ -213,13 +232,19 @@ def _faithful_np_timed(conv: Conversation, questions: list[str], top_k: int) -> 
 
     pairs = extract_pairs([np_case_row(dated_line(t, s), "", 1) for t, s in dated_turns(conv)])
     tok, model = load_np_encoder()
+    counting = _CountingTokenizer(tok)
     out = []
     with torch.no_grad():
         retrieve("warm-up", pairs[:2], tok, model, device_str="cpu", top_k=1)
         for q in questions:
+            counting.texts.clear()
+            before = getattr(model, "memsim_texts_embedded", 0)
             t0 = time.perf_counter()
-            ranked = retrieve(q, pairs, tok, model, device_str="cpu", top_k=top_k)
-            out.append({"ms": (time.perf_counter() - t0) * 1000, "bank": len(pairs),
+            ranked = retrieve(q, pairs, counting, model, device_str="cpu", top_k=top_k)
+            ms = (time.perf_counter() - t0) * 1000
+            out.append({"ms": ms, "bank": len(pairs), "bank_texts": [p[0] for p in pairs],
+                        "encoded": list(counting.texts),
+                        "model_count": getattr(model, "memsim_texts_embedded", 0) - before, "query": q,
                         "ranked": [r.get("question") or r.get("case") or r.get("text") for r in ranked]})
     return out
 
@@ -229,6 +254,9 @@ def _faithful_np_timed(conv: Conversation, questions: list[str], top_k: int) -> 
                "real on a few questions, its recompute takes longer per question than the cached probe's whole "
                "latency (the per-text estimate the LoCoMo arm reports for every probe is shown beside it)")
 def xd_04(ctx: ClaimContext) -> Observation:
+    """Observed: the texts the faithful retrieval hands its (injected, counting) tokenizer per question, which
+    must be every bank question of the arm's bank plus the question itself, and the time it takes; the arm's
+    per-probe estimate is checked against that observed count, not against its own formula."""
     res = _run(("np-pooler", "np-mean"))
     recs = _recs(res, "np-pooler@8")
     meta = recs[0]["meta"]
@@ -238,17 +266,27 @@ def xd_04(ctx: ClaimContext) -> Observation:
     timed = _faithful_np_timed(res["conv"], [probes[r["probe"]].question for r in timed_recs], 8)
     faithful = float(np.median([t["ms"] for t in timed]))
     estimate = float(meta["faithful_recompute_ms"])
+    whole = [Counter(t["encoded"]) == Counter(t["bank_texts"]) + Counter([t["query"]]) for t in timed]
+    counts = [len(t["encoded"]) for t in timed]
     return Observation.from_checks(
         {"timed_recompute_exceeds_cached_probe": faithful > lat,
-         "recompute_embeds_the_whole_bank": all(t["bank"] == res["n_turns"] == meta["bank_size"] for t in timed),
-         "estimate_counts_bank_plus_one_texts": meta["faithful_texts_per_probe"] == res["n_turns"] + 1},
+         "recompute_embeds_the_whole_bank": bool(timed) and all(whole)
+                                             and all(t["bank"] == res["n_turns"] == meta["bank_size"] for t in timed)
+                                             and all(t["model_count"] == len(t["encoded"]) for t in timed),
+         "estimate_counts_the_texts_encoded": bool(timed)
+                                              and all(c == meta["faithful_texts_per_probe"] for c in counts)},
         measured={"faithful_recompute_ms_timed_median": _r(faithful),
                   "faithful_recompute_ms_timed": [_r(t["ms"]) for t in timed], "timed_probes": len(timed),
+                  "texts_encoded_per_question": counts,
+                  "model_texts_embedded_per_question": [t["model_count"] for t in timed],
+                  "bank_texts_encoded": [len(set(t["encoded"]) & set(t["bank_texts"])) for t in timed],
                   "cached_probe_ms_median": _r(lat), "ratio": _r(faithful / lat), "bank_size": meta["bank_size"],
+                  "faithful_texts_per_probe_estimate": meta["faithful_texts_per_probe"],
                   "faithful_recompute_ms_estimate": _r(estimate), "per_text_encode_ms": meta["per_text_encode_ms"],
                   "estimate_over_timed": _r(estimate / faithful)},
-        evidence=f"faithful recompute of probe {timed_recs[0]['probe']} ({_r(timed[0]['ms'])} ms, bank "
-                 f"{timed[0]['bank']}): top-3 {timed[0]['ranked'][:3]}; meta of np-pooler@8: {meta}")
+        evidence=f"faithful recompute of probe {timed_recs[0]['probe']} ({_r(timed[0]['ms'])} ms, "
+                 f"{len(timed[0]['encoded'])} texts encoded for a bank of {timed[0]['bank']}): top-3 "
+                 f"{timed[0]['ranked'][:3]}; meta of np-pooler@8: {meta}")
 
 
 @_xd("XD-05",
