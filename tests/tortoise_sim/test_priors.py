@@ -83,10 +83,48 @@ def _session(sim, rng, i, stored):
     return sim.capture_session(turns, session_id=f"cap-{i % 4}")
 
 
+def _record_id_forms(store) -> list[tuple[int, frozenset[str]]]:
+    """Wrap ``store.by_ids`` so each call records how many ids it was given and which of its two statements
+    actually ran (``keyed`` / ``listed``, told apart by the statement text the store executes)."""
+    forms: list[tuple[int, frozenset[str]]] = []
+    real_by_ids = store.by_ids
+    real_query = store.query
+
+    def by_ids(ids, keyed, listed, params=None):
+        ids = list(ids)
+        ran: set[str] = set()
+
+        def query(cypher, p=None):
+            ran.add("keyed" if cypher == keyed else "listed" if cypher == listed else "other")
+            return real_query(cypher, p)
+
+        store.query = query  # by_ids runs its statements through self.query
+        try:
+            return real_by_ids(ids, keyed, listed, params)
+        finally:
+            del store.query
+            forms.append((len(ids), frozenset(ran)))
+
+    store.by_ids = by_ids
+    return forms
+
+
+def _assert_id_forms(forms: list[tuple[int, frozenset[str]]], id_io: str) -> None:
+    """``keyed``: the keyed statement for 1..KEYED_MAX ids, the listed one above; ``listed``: always listed. Both
+    sizes must have occurred (a window longer than KEYED_MAX included), so the check is never vacuous."""
+    small = [ran for n, ran in forms if 0 < n <= KEYED_MAX]
+    large = [ran for n, ran in forms if n > KEYED_MAX]
+    assert small and large, forms
+    assert all(ran == {"listed"} for ran in large)
+    want = {"keyed"} if id_io == "keyed" else {"listed"}
+    assert all(ran == want for ran in small), (id_io, sorted(set(small)))
+
+
 def test_captures_write_the_same_graph_with_index_and_scan_priors_and_keyed_and_listed_id_io():
     """Every combination of the admission priors mode and the store's id statements (``by_ids``) gives the same
     responses, graph and feed; operators make ``mark_dirty`` follow co-inputs; a long window takes the listed
-    form even under ``id_io="keyed"``."""
+    form even under ``id_io="keyed"``. Which id statement ran and which priors path answered is observed, not
+    assumed: a store that ignored either setting would make the combinations trivially equal."""
     results = {}
     for mode in PRIOR_MODES:
         for id_io in ID_IO:
@@ -94,6 +132,7 @@ def test_captures_write_the_same_graph_with_index_and_scan_priors_and_keyed_and_
             sim = make_sim()
             sim.store.admission_priors = mode
             sim.store.id_io = id_io
+            forms = _record_id_forms(sim.store)
             made = [sim.create_point("statement", _text(rng), status="live") for _ in range(10)]
             stored = [r["content"] for r in made]
             sim.create_operator("IMPL", made[0]["id"], [made[1]["id"], made[2]["id"]])
@@ -111,6 +150,12 @@ def test_captures_write_the_same_graph_with_index_and_scan_priors_and_keyed_and_
             resp.append(sim.capture_session(long[:3], session_id="long"))  # re-capture: the surplus sweep
             results[(mode, id_io)] = (resp, _dump(sim.store), sorted(sim.store.dirty_roots))
             assert any("consolidated_noop" in w for r in resp for w in r.get("warnings", []))
+            _assert_id_forms(forms, id_io)
+            index = getattr(sim.store, "_prior_index", None)
+            if mode == "index":
+                assert index is not None  # the prior index answered (built, then kept or rebuilt)
+            else:
+                assert index is None  # the scan answered; no index was built
     first = results[("scan", "listed")]
     assert all(v == first for v in results.values())
 
