@@ -57,8 +57,14 @@ def test_small_run_writes_results_and_rerenders_the_same_markdown(small):
                 assert 0.0 <= row[split]["recall_at_8"] <= 1.0 and row[split]["p50_ms"] > 0
         # efSearch 64 over 600 points explores nearly all of them: recall at least that of efSearch 8
         assert r["sweep"][1]["validation"]["recall_at_8"] >= r["sweep"][0]["validation"]["recall_at_8"]
-    if size["chosen"] is not None:
-        assert size["chosen"]["validation"]["recall_at_8"] >= ann.TARGET_RECALL
+    # the choice, recomputed from the sweep rows: the fastest validation p50 among the rows that reach the target
+    # recall. At 600 points efSearch 64 reaches it, so a choice must have been made (never a skipped check)
+    ok = sorted((row["validation"]["p50_ms"], r["M"], row["efSearch"]) for r in size["hnsw"] for row in r["sweep"]
+                if row["validation"]["recall_at_8"] >= ann.TARGET_RECALL)
+    assert ok, [row["validation"]["recall_at_8"] for r in size["hnsw"] for row in r["sweep"]]
+    chosen = size["chosen"]
+    assert chosen is not None and (chosen["M"], chosen["efSearch"]) == ok[0][1:]
+    assert chosen["validation"]["recall_at_8"] >= ann.TARGET_RECALL
     assert payload["levels"][0]["met"] is None  # 1e6 not measured here
     md = (out / "ann.md").read_text(encoding="utf-8")
     assert "not measured" in md
