@@ -11,8 +11,8 @@ alone) through the LoCoMo runner and scores each delivered row with the same rec
   where the unit was unavailable (and why); ``design_rows`` the same shape per delivered design row (``unit``
   ``"delivered"``, ``k`` null: each design at its own K, outside the grid); ``published`` the paper's rows, read
   from the cited data file and kept apart; question counts per category, quirk counts, timings and whether the
-  run met the issue-level budget (the paper-protocol phase over the four shipped conversations, every retriever
-  but two-tower, within ten minutes).
+  run met the issue-level budget (ten minutes for the four shipped conversations, every retriever but
+  two-tower), judged both on the protocol phase and on the whole run's wall time (``budget_level``).
 - Markdown and figure rendered from that JSON only (``markdown``, ``figure``); the documentation page
   ``docs/locomo-paper.md`` is rendered from the committed JSON by ``docs_page`` (``python -m
   benchmarks.locomo_paper --docs`` rewrites it).
@@ -207,13 +207,10 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
         "timings": {
             "load_s": t_load, "protocol_s": protocol_s, "per_retriever_s": per_retriever_s, "designs_s": design_s,
             "wall_s": time.perf_counter() - t0,
-            "level": {"statement": "the paper-protocol run over the four shipped conversations, every retriever "
-                                   "except two-tower, finishes within 10 minutes on a 2-core machine",
-                      "limit_s": LEVEL_LIMIT_S, "measured_s": protocol_s, "applies": applies,
-                      "met": (protocol_s <= LEVEL_LIMIT_S) if applies else None},
         },
         "meta": {"machine": machine_description(), "seeds": {"seed": seed}, "quick": quick},
     }
+    payload["timings"]["level"] = budget_level(protocol_s, payload["timings"]["wall_s"], applies)
     payload["meta"]["wall_s"] = payload["timings"]["wall_s"]
     return write(out_dir, payload, fault_hook)
 
@@ -356,15 +353,57 @@ def _data_section(payload: dict[str, Any]) -> list[str]:
                       "evidence ids naming no turn", "observation ids naming no turn", "examples"], conv_rows), ""]
 
 
+BUDGET_STATEMENT = ("the paper-protocol run over the four shipped conversations, every retriever except two-tower, "
+                    "finishes within 10 minutes on a 2-core machine")
+"""The run-time level. It is judged twice (``budget_level``): on the protocol phase (loading, then every retriever
+over every unit and k) and on the whole run's wall time (the design rows included), and both verdicts are shown."""
+
+
+def budget_level(protocol_s: float, wall_s: float, applies: bool, limit_s: float = LEVEL_LIMIT_S) -> dict[str, Any]:
+    """The run-time level judged on both times: ``protocol_met`` (the protocol phase), ``wall_met`` (the whole
+    run, design rows included) and ``met`` (both); every verdict None where the level does not apply (not the
+    full four-conversation run of every retriever but two-tower)."""
+    def judged(seconds: float) -> bool | None:
+        return (seconds <= limit_s) if applies else None
+
+    protocol_met, wall_met = judged(protocol_s), judged(wall_s)
+    return {"statement": BUDGET_STATEMENT, "limit_s": limit_s, "applies": applies,
+            "protocol_s": protocol_s, "protocol_met": protocol_met, "wall_s": wall_s, "wall_met": wall_met,
+            "met": (bool(protocol_met and wall_met)) if applies else None}
+
+
+def _judged_level(t: dict[str, Any]) -> dict[str, Any]:
+    """The budget judged again from the timings of a results JSON (never its stored verdicts)."""
+    lv = t["level"]
+    return budget_level(t["protocol_s"], t["wall_s"], bool(lv["applies"]), float(lv["limit_s"]))
+
+
 def _timing_line(payload: dict[str, Any]) -> str:
     t = payload["timings"]
-    lv = t["level"]
+    lv = _judged_level(t)
     per = ", ".join(f"{n} {s:.0f} s" for n, s in t["per_retriever_s"].items())
-    verdict = ("not applicable to this run (it is not the full four-conversation run of every retriever but "
-               "two-tower)" if not lv["applies"] else ("met" if lv["met"] else "missed"))
+    if not lv["applies"]:
+        verdict = ("not applicable to this run (it is not the full four-conversation run of every retriever but "
+                   "two-tower)")
+    else:
+        word = {True: "met", False: "missed"}
+        verdict = (f"judged on the protocol phase ({t['protocol_s']:.0f} s): {word[lv['protocol_met']]}; judged on "
+                   f"the whole run's wall time, design rows included ({t['wall_s']:.0f} s): "
+                   f"{word[lv['wall_met']]}")
     return (f"Protocol phase {t['protocol_s']:.0f} s (loading {t['load_s']:.0f} s; {per}); design rows "
             f"{t['designs_s']:.0f} s; wall {t['wall_s']:.0f} s. Budget ({lv['statement']}, "
             f"{lv['limit_s']:.0f} s): {verdict}.")
+
+
+def rerender(results_json: Path) -> list[Path]:
+    """Judge the budget of a results JSON again from its timings and rewrite that JSON and the Markdown beside
+    it (nothing is re-measured; the figure, which shows no timing, is kept)."""
+    payload = json.loads(results_json.read_text(encoding="utf-8"))
+    payload["timings"]["level"] = _judged_level(payload["timings"])
+    md = results_json.with_suffix(".md")
+    _write_atomic(results_json, (json.dumps(payload, indent=2, ensure_ascii=False) + "\n").encode(), None)
+    _write_atomic(md, (markdown(payload).rstrip() + "\n").encode(), None)
+    return [results_json, md]
 
 
 def markdown(payload: dict[str, Any]) -> str:
@@ -463,7 +502,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--docs", action="store_true", help="render docs/locomo-paper.md from the results JSON")
     ap.add_argument("--check", action="store_true", help="exit 1 when the page differs from a fresh rendering")
     ap.add_argument("--results", type=Path, default=RESULTS_DIR / f"{NAME}.json")
+    ap.add_argument("--render", action="store_true",
+                    help="judge the levels of the --results JSON again from its timings and rewrite it and its .md")
     args = ap.parse_args(argv)
+    if args.render:
+        for path in rerender(args.results):
+            print(f"wrote {path}")
+        return 0
     if not args.docs:
         ap.print_help()
         return 2

@@ -82,3 +82,38 @@ def test_nav_block_missing_is_an_error() -> None:
 def test_demote_shifts_headings_outside_code_fences() -> None:
     md = "# Top\n\ntext\n\n```bash\n# a comment\n```\n\n### Deep\n"
     assert docs_pages.demote(md, 2) == "## Top\n\ntext\n\n```bash\n# a comment\n```\n\n#### Deep\n"
+
+
+def test_stored_levels_equal_their_judgement_from_the_measured_numbers(tmp_path: Path) -> None:
+    """A results JSON keeps its levels beside the numbers they judge; re-judging them from those numbers (nothing
+    re-measured) must change nothing, so a level left stale by a later change of its rule or of a JSON it reads
+    fails here (engines and cost: ``tests/benchmarks/test_engines_render.py``)."""
+    from benchmarks import locomo_paper
+
+    src = RESULTS_DIR / "locomo-paper.json"
+    if not src.is_file():
+        pytest.skip("no committed locomo-paper.json")
+    shutil.copy(src, tmp_path / src.name)
+    locomo_paper.rerender(tmp_path / src.name)
+    assert json.loads((tmp_path / src.name).read_text(encoding="utf-8")) == json.loads(src.read_text(encoding="utf-8"))
+    assert (tmp_path / "locomo-paper.md").read_text(encoding="utf-8") == (RESULTS_DIR / "locomo-paper.md").read_text(
+        encoding="utf-8")
+
+
+def test_the_locomo_paper_budget_is_judged_on_the_protocol_phase_and_on_the_wall() -> None:
+    from benchmarks import locomo_paper
+
+    payload = json.loads((RESULTS_DIR / "locomo-paper.json").read_text(encoding="utf-8"))
+    t = payload["timings"]
+    t["protocol_s"], t["wall_s"] = 78.0, 926.0
+    t["level"] = {**t["level"], "applies": True, "met": True, "protocol_met": True, "wall_met": True}  # stale
+    line = locomo_paper.docs_page(payload)
+    assert "judged on the protocol phase (78 s): met" in line
+    assert "judged on the whole run's wall time, design rows included (926 s): missed" in line
+    lv = locomo_paper.budget_level(78.0, 926.0, True)
+    assert (lv["protocol_met"], lv["wall_met"], lv["met"]) == (True, False, False)
+    assert locomo_paper.budget_level(78.0, 500.0, True)["met"] is True
+    off = locomo_paper.budget_level(78.0, 926.0, False)
+    assert (off["protocol_met"], off["wall_met"], off["met"]) == (None, None, None)
+    t["level"]["applies"] = False
+    assert "not applicable to this run" in locomo_paper.docs_page(payload)
