@@ -178,10 +178,12 @@ def progress_bar(enabled: bool = True) -> Iterator[Callable[..., Any]]:
     if not enabled:
         yield no_progress
         return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    # on stderr: stdout keeps only the benchmark's own lines and the paths it wrote
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), transient=False) as prog:
+                  TimeElapsedColumn(), transient=False, console=Console(stderr=True)) as prog:
 
         def track(it, description: str = "", total: int | None = None):
             yield from prog.track(it, description=description, total=total)

@@ -160,12 +160,15 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, per_kind: int 
     t0 = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
     extra: dict[str, Any] = {}
+    steps = [(mode, pipeline) for mode in MODES for pipeline in (*PIPELINES, None)]  # None: injection and JSON
+    track = track or (lambda it, description="", total=None: it)
     with tempfile.TemporaryDirectory(prefix="memsim-redaction-") as tmp:
-        for mode in MODES:
-            for pipeline in PIPELINES:
+        for mode, pipeline in track(steps, description="redaction: pipelines x redactors", total=len(steps)):
+            if pipeline is None:
+                extra[mode] = injection_and_json(Path(tmp) / mode / "inj", mode)
+            else:
                 results[f"{mode}/{pipeline}"] = run_pipeline(pipeline, mode, corpus, Path(tmp) / mode / pipeline,
                                                              questions=questions)
-            extra[mode] = injection_and_json(Path(tmp) / mode / "inj", mode)
     false_pos = {"faithful": sum(bool(redact(b)[1]) for b in BENIGN),
                  "hardened": sum(bool(hardened_redact(b)[1]) for b in BENIGN)}
     payload = {"corpus": {"per_kind": per_kind, "kinds": list(KINDS), "secrets": len(corpus), "seed": seed},

@@ -29,9 +29,14 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="World / sampling seed.")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")]
 
 
+def _echo(text: str) -> None:
+    """A benchmark's line, whole: never broken across lines at the console's width (a pipe, 80 columns)."""
+    console.print(text, soft_wrap=True)
+
+
 def _finish(paths: list[Path]) -> None:
     for p in paths:
-        console.print(f"wrote {p}")
+        console.print(f"wrote {p}", soft_wrap=True)
 
 
 def _out_dir(out: Path | None) -> Path:
@@ -124,7 +129,7 @@ def cost(
     volunteer latency on Kuzu, Fractal instruction and session-file growth; prints every measured ratio."""
     from benchmarks import cost as mod
 
-    _run(mod.run, out, quick, progress, seed=seed, echo=console.print)
+    _run(mod.run, out, quick, progress, seed=seed, echo=_echo)
 
 
 @app.command()
@@ -189,7 +194,7 @@ def locomo(
     except (LocomoDataError, ValueError) as exc:
         raise fail(str(exc)) from None
     _run(mod.run, out, quick, progress, seed=seed, data=data, conversations=conversation, arms=arms,
-         k_values=tuple(k or (4, 8)), lm=lm, lm_base=lm_base, echo=console.print, arm_classes=arm_class,
+         k_values=tuple(k or (4, 8)), lm=lm, lm_base=lm_base, echo=_echo, arm_classes=arm_class,
          **({"workers": workers} if workers is not None else {}))
 
 
@@ -211,7 +216,7 @@ def _locomo_paper(data: Path | None, conversation: list[str] | None, arms: str |
     except (LocomoDataError, ValueError) as exc:
         raise fail(str(exc)) from None
     _run(paper.run, out, quick, progress, seed=seed, data=data, conversations=conversation, retrievers=retrievers,
-         arms=arms, arm_classes=arm_class, k_values=tuple(k or (4, 8)), echo=console.print)
+         arms=arms, arm_classes=arm_class, k_values=tuple(k or (4, 8)), echo=_echo)
 
 
 @app.command()
@@ -270,7 +275,7 @@ def serve(
     capture, 8 concurrent hook clients with a capture every 5 s, and the service's memory."""
     from benchmarks import serve as mod
 
-    _run(mod.run, out, quick, progress, seed=seed, echo=console.print, sizes=list(sizes) if sizes else None,
+    _run(mod.run, out, quick, progress, seed=seed, echo=_echo, sizes=list(sizes) if sizes else None,
          cache_dir=cache_dir, load_seconds=load_seconds)
 
 
@@ -287,7 +292,7 @@ def engines(
     cases. Writes engines.{json,md,png} to --out."""
     from benchmarks import engines as mod
 
-    _run(mod.run, out, quick, progress, seed=seed, echo=console.print)
+    _run(mod.run, out, quick, progress, seed=seed, echo=_echo)
 
 
 @app.command()
@@ -403,6 +408,6 @@ def ann(
     def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
         if render:
             return mod.rerender(out_dir)
-        return mod.run(out_dir, quick=quick, seed=seed, points=points, track=track, echo=console.print)
+        return mod.run(out_dir, quick=quick, seed=seed, points=points, track=track, echo=_echo)
 
     _run(go, out, quick, progress, seed=seed)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,6 +50,26 @@ def _print_json(obj: Any) -> None:
 def _wrote(summary: str) -> None:
     """One human-readable line on stderr saying what a writing command stored (stdout stays machine-readable)."""
     sys.stderr.write(summary + "\n")
+
+
+@contextmanager
+def _encoder_status(sim: Any, what: str) -> Iterator[None]:
+    """A status line on stderr while this command loads the MiniLM encoder (seconds, on its first use in the
+    process) to ``what``; nothing when the store embeds elsewhere (the resident service) or the model is loaded.
+    In a terminal it is a spinner that goes away; piped, one plain line."""
+    from harness import embedding
+
+    encoder = getattr(getattr(sim, "store", None), "encoder", None)
+    if not isinstance(encoder, _LazyEncoder) or "minilm-mean" in embedding._CACHE:
+        yield
+        return
+    text = f"loading the MiniLM sentence encoder to {what} (first use in this process: a few seconds) ..."
+    if sys.stderr.isatty():
+        with make_console(stderr=True).status(text):
+            yield
+    else:
+        sys.stderr.write(text + "\n")
+        yield
 
 
 def _load_json_input(file: Path | None) -> Any:
@@ -262,7 +284,7 @@ def capture(
         sim.extractor = None
     from tortoise_sim import ProviderUnavailable
 
-    with cli_errors(ValueError, ProviderUnavailable, OSError):
+    with cli_errors(ValueError, ProviderUnavailable, OSError), _encoder_status(sim, "embed what is admitted"):
         res = sim.capture_session(conv, session_id=session_id)
     if not res.get("ok", True):
         where = str(file) if file is not None else "<stdin>"
@@ -286,7 +308,7 @@ def create_point_cmd(
     check_choice("--credibility", credibility, TIER_PRIORS)
     check_choice("KIND", kind, sorted(POINT_KINDS))
     sim = open_sim(db)
-    with cli_errors(ValueError, TypeError):
+    with cli_errors(ValueError, TypeError), _encoder_status(sim, "embed the point"):
         row = sim.create_point(kind, content, credibility=credibility)
         if live:
             sim.update_point(row["id"], status="live")
@@ -307,8 +329,9 @@ def checkpoint(
 
     check_range("--threshold", threshold, lo=0.0, hi=1.0, lo_open=True)
     items = _load_json_input(file)
-    with cli_errors(CheckpointValidationError, QuotaError, ValueError):
-        res = open_sim(db).checkpoint(items, agent_name=agent, threshold=threshold)
+    sim = open_sim(db)
+    with cli_errors(CheckpointValidationError, QuotaError, ValueError), _encoder_status(sim, "embed the items"):
+        res = sim.checkpoint(items, agent_name=agent, threshold=threshold)
     _print_json(res)
     ids = res.get("ids") or []
     _wrote(f"filed {res.get('filed', 0)} checkpoint item(s) for {agent!r}"

@@ -194,9 +194,12 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str | ArmSpec], wor
         examples: dict[str, Any] = {}
         try:
             info["rows"] = list(arm.rows)
-            t0 = time.perf_counter()
-            arm.ingest(conv)
-            info["ingest_ms"] = (time.perf_counter() - t0) * 1000
+            # the ingest is one step of its own bar (it can take seconds: encoding, training, captures), so the
+            # run shows what it is doing before the arm's probe bar appears
+            for _ in track([conv], description=f"{conv.sample_id} {name} ingest ({len(turns)} turns)", total=1):
+                t0 = time.perf_counter()
+                arm.ingest(conv)
+                info["ingest_ms"] = (time.perf_counter() - t0) * 1000
             info["ingest_ms_per_turn"] = info["ingest_ms"] / max(1, len(turns))
             stored = arm.stored()
             info["stored_turns"] = len(stored)

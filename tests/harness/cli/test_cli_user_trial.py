@@ -188,3 +188,63 @@ def test_data_check_without_a_terminal_keeps_paths_whole_at_80_columns(tmp_path:
     assert str(target) in lines  # the full path on a line of its own, never split mid-name
     assert all(len(line) <= 80 for line in lines if str(target) not in line)
     assert any(line.startswith("  what: LoCoMo conversations") for line in lines)
+
+
+class _Recorder:
+    """A ``track`` that records each bar's description and what ran while its item was current."""
+
+    def __init__(self) -> None:
+        self.bars: list[tuple[str, int | None]] = []
+        self.log: list[str] = []
+
+    def __call__(self, it, description: str = "", total: int | None = None):
+        self.bars.append((description, total))
+        for x in it:
+            self.log.append(f"start {description}")
+            yield x
+
+
+def test_redaction_bench_shows_a_bar_over_its_pipelines(tmp_path: Path, monkeypatch) -> None:
+    from benchmarks import redaction
+
+    ran: list[str] = []
+    monkeypatch.setattr(redaction, "run_pipeline", lambda pipeline, mode, corpus, work, questions: (
+        ran.append(f"{mode}/{pipeline}"),
+        {"survivors": dict.fromkeys(redaction.CHANNELS, 0), "by_kind": {c: {} for c in redaction.CHANNELS},
+         "channel_chars": dict.fromkeys(redaction.CHANNELS, 0)})[1])
+    monkeypatch.setattr(redaction, "injection_and_json", lambda work, mode: (
+        ran.append(f"{mode}/injection"),
+        {"injection_in_block": False, "injection_after_data_notice": False, "injection_in_digest": False,
+         "digest_injection_marked_as_data": False, "hook_json_valid": 4, "hook_json_total": 4})[1])
+    rec = _Recorder()
+    redaction.run(tmp_path, quick=True, per_kind=1, track=rec)
+    steps = len(redaction.MODES) * (len(redaction.PIPELINES) + 1)
+    assert rec.bars == [("redaction: pipelines x redactors", steps)] and len(ran) == steps
+    assert len(rec.log) == steps  # every pipeline and the injection check is a step of the bar
+
+
+def test_locomo_arm_ingest_is_a_phase_of_its_own_bar(tmp_path: Path) -> None:
+    from harness.workloads.runner import run_conversation
+    from tests.harness.locomo_arms_fixture import tiny_conversation
+
+    rec = _Recorder()
+    run_conversation(tiny_conversation(), ["full", "bm25"], tmp_path, k_values=(2,), track=rec)
+    names = [d for d, _ in rec.bars]
+    assert names == ["tiny-1 full ingest (6 turns)", "tiny-1 full", "tiny-1 bm25 ingest (6 turns)", "tiny-1 bm25"]
+    assert rec.bars[0][1] == 1
+
+
+def test_tortoise_create_point_says_it_is_loading_the_encoder(tmp_path: Path, monkeypatch) -> None:
+    import numpy as np
+
+    from harness import embedding
+    from harness.cli import tortoise_store
+
+    monkeypatch.setattr(embedding, "_CACHE", {})  # not loaded yet in this process
+    monkeypatch.setattr(tortoise_store._LazyEncoder, "encode",
+                        lambda self, texts: np.ones((len(texts), 384), dtype=np.float32) / np.sqrt(384))
+    monkeypatch.delenv("MEMSIM_TORTOISE_SERVICE", raising=False)
+    res = runner.invoke(app, ["tortoise", "create-point", "decision", "we keep kuzu", "--db", str(tmp_path / "s.kuzu")])
+    assert res.exit_code == 0, res.output
+    assert "loading the MiniLM sentence encoder to embed the point" in res.stderr
+    assert res.stdout.strip().count("\n") == 0  # stdout is still the id alone
