@@ -174,7 +174,8 @@ def fuzz(
         bar = progress.add_task("fuzz targets", total=len(chosen))
         for tname in chosen:
             progress.update(bar, description=f"fuzz {tname}")
-            results.append(run_target(tname, examples, seed, specials=specials))
+            results.append(run_target(tname, examples, seed, specials=specials,
+                                      storage_dir=out / ".hypothesis"))  # not in the current directory
             write_report(results, out, **report)  # after every target: a killed run keeps its part
             progress.advance(bar)
     table = Table(title=f"memsim fuzz ({examples} generated inputs per target)")

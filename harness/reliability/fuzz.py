@@ -20,7 +20,13 @@ bidi characters), deep nesting, empty and whitespace-only files; :data:`SPECIALS
 of the file, 5,000-digit numbers, 100,000-deep nesting, ...) run first for every target.
 
 ``run_target(name, examples, seed)`` runs one target and returns counts per outcome plus the first failing inputs;
-``memsim fuzz`` runs them all and writes ``<name>.{json,md}`` (default ``fuzz``) to its output folder.
+``memsim fuzz`` runs them all and writes ``<name>.{json,md}`` (default ``fuzz``) to its output folder, and keeps
+hypothesis's own files (its unicode tables; no example database: ``database=None``) in ``<output folder>/.hypothesis``
+rather than in the current directory (``run_target(..., storage_dir=...)``).
+
+A CLI loader's error line is classified on its text with terminal escape codes removed (:func:`plain_text`): in a
+terminal, rich colours the ``error:`` prefix (``NO_COLOR`` still leaves it bold), so the captured line starts with an
+escape sequence rather than with ``error:``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import contextlib
 import io
 import json
 import math
+import re
 import shutil
 import tempfile
 import time
@@ -225,9 +232,20 @@ def _fractal_replay(suffix: str) -> Callable[[FuzzInput, Path], str]:
     return run
 
 
+# CSI sequences (colours, bold, cursor moves), OSC sequences (hyperlinks, titles) and lone two-byte escapes.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without terminal escape sequences (what a terminal shows of it)."""
+    return _ANSI.sub("", text)
+
+
 def _cli_rejected(exit_code: int | None, stderr: str, path: Path) -> str:
-    """A CLI loader's exit: ``rejected`` when it is exit 1 with one ``error:`` line naming ``path``, else a crash."""
-    line = stderr.strip()
+    """A CLI loader's exit: ``rejected`` when it is exit 1 with one ``error:`` line naming ``path``, else a crash.
+
+    The line is judged as a terminal shows it (escape codes removed: in a terminal the prefix is coloured)."""
+    line = plain_text(stderr).strip()
     if exit_code == 1 and line.startswith("error:") and str(path) in line and "\n" not in line:
         return "rejected"
     raise Crash(f"exit {exit_code} with {line[:200]!r}")
@@ -563,10 +581,28 @@ def run_one(target: Target, inp: FuzzInput) -> tuple[str, str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def hypothesis_home(directory: Path | None) -> Iterator[None]:
+    """Point hypothesis's storage (``.hypothesis``: its unicode tables, and the example database when one is used)
+    at ``directory`` for the duration; ``None`` leaves hypothesis's own choice (the current directory)."""
+    if directory is None:
+        yield
+        return
+    from hypothesis import configuration
+
+    previous = configuration.storage_directory(intent_to_write=False).home_directory
+    configuration.set_hypothesis_home_dir(directory)
+    try:
+        yield
+    finally:
+        configuration.set_hypothesis_home_dir(previous)
+
+
 def run_target(name: str, examples: int, seed: int = 0, *, specials: bool = True,
-               skip_specials: tuple[str, ...] = ()) -> dict[str, Any]:
+               skip_specials: tuple[str, ...] = (), storage_dir: Path | None = None) -> dict[str, Any]:
     """Run the specials (when asked; minus the families in ``skip_specials``) and ``examples`` generated inputs
-    through one target."""
+    through one target. ``storage_dir`` is where hypothesis keeps its files (``memsim fuzz`` passes
+    ``<out>/.hypothesis``); ``None`` leaves them where hypothesis puts them by default (``./.hypothesis``)."""
     from hypothesis import HealthCheck, Phase, given, settings
 
     target = targets()[name]
@@ -597,7 +633,8 @@ def run_target(name: str, examples: int, seed: int = 0, *, specials: bool = True
         def body(inp: FuzzInput) -> None:
             record(inp)
 
-        body()
+        with hypothesis_home(storage_dir):
+            body()
     return {"target": name, "loader": target.loader, "documented": target.documented,
             "examples": sum(counts.values()), "outcomes": {o: counts.get(o, 0) for o in OUTCOMES},
             "families": {f: dict(c) for f, c in sorted(families.items())}, "failures": failures,
