@@ -59,12 +59,12 @@ def _oracle_init_keep_dates(self, ctx=None, *, dates: bool = True) -> None:
 @pytest.mark.skipif(find_locomo_path() is None, reason="LoCoMo data not present")
 def test_xd04_observes_what_the_faithful_retrieval_embeds(monkeypatch: pytest.MonkeyPatch) -> None:
     """XD-04 counts the texts the faithful retrieval hands its tokenizer: a retriever that embeds only 16 keys of
-    the bank refutes it (the claim conversation is cut to two sessions here, 44 turns, to keep the arms cheap)."""
+    the bank refutes it (the claim conversation is cut to its first session here, 28 turns, to keep the arms cheap)."""
     import agentfly_sim.embedding as emb
 
     conv = xd._conversation()
     assert conv is not None
-    small = conv.sliced(max_sessions=2)
+    small = conv.sliced(max_sessions=1)
     assert len(small.turns()) > 16
     monkeypatch.setattr(xd, "_conversation", lambda: small)
     (c,) = all_claims(ids=["XD-04"])
