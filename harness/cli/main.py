@@ -97,8 +97,9 @@ def claims(
     ledger = run_claims(selected, seed=seed, data_dir=data, quick=quick)
 
     table = Table(title="memsim claims ledger", show_lines=False)
-    for col in ("id", "kind", "verdict", "s", "statement"):
-        table.add_column(col, overflow="fold")
+    for col in ("id", "kind", "verdict", "time (s)", "statement"):  # the unit named: seconds per claim
+        table.add_column(col, overflow="fold", no_wrap=col != "statement",
+                         justify="right" if col == "time (s)" else "left")
     for r in ledger.rows:
         table.add_row(r.id, r.kind, styled(r.verdict, _STYLE[r.verdict]), f"{r.seconds:.1f}",
                       r.statement if len(r.statement) < 110 else r.statement[:107] + "...")
@@ -178,21 +179,49 @@ def fuzz(
                                       storage_dir=out / ".hypothesis"))  # not in the current directory
             write_report(results, out, **report)  # after every target: a killed run keeps its part
             progress.advance(bar)
-    table = Table(title=f"memsim fuzz ({examples} generated inputs per target)")
-    for col in ("target", "examples", "accepted", "skipped", "rejected", "crash", "partial_write", "s"):
-        table.add_column(col, justify="left" if col == "target" else "right")
-    for r in results:
-        o = r["outcomes"]
-        table.add_row(r["target"], str(r["examples"]), *(str(o[k]) for k in ("accepted", "skipped", "rejected",
-                                                                               "crash", "partial_write")),
-                      f"{r['seconds']:.0f}")
-    console.print(table)
+    if console.is_terminal and console.width >= 120:
+        table = Table(title=f"memsim fuzz ({examples} generated inputs per target)")
+        for col in ("target", "examples", "accepted", "skipped", "rejected", "crash", "partial write", "time (s)"):
+            table.add_column(col, justify="left" if col == "target" else "right", no_wrap=col == "target")
+        for r in results:
+            o = r["outcomes"]
+            table.add_row(r["target"], str(r["examples"]), *(str(o[k]) for k in ("accepted", "skipped", "rejected",
+                                                                                   "crash", "partial_write")),
+                          f"{r['seconds']:.0f}")
+        console.print(table)
+    else:  # piped or narrow: one entry per target, its full name, the counts in words, wrapped between words
+        for line in fuzz_lines(results, examples, console.width):
+            console.print(line, soft_wrap=True)
     for p in write_report(results, out, **report):
         console.print(f"wrote {p}")
     bad = summarize(results)["failing_targets"]
     if bad:
         console.print(Text.assemble(styled("crash or partial write in:", "bold red"), " ", ", ".join(bad)))
         raise typer.Exit(1)
+
+
+def fuzz_lines(results: list[dict], examples: int, width: int) -> list[str]:  # type: ignore[type-arg]
+    """The fuzz summary without a table: each target's full name, then its counts as labelled words (time in
+    seconds), continuation lines indented, nothing wider than ``width`` (a name is never cut)."""
+    import textwrap
+
+    width = max(40, width)
+    pad = max(len(r["target"]) for r in results) + 2 if results else 2
+    pad = pad if pad <= width // 2 else 4
+    lines = [f"memsim fuzz ({examples} generated inputs per target)"]
+    for r in results:
+        o = r["outcomes"]
+        items = [f"{r['examples']} examples:", *(f"{o[k]} {k.replace('_', ' ')}," for k in
+                                                 ("accepted", "skipped", "rejected", "crash")),
+                 f"{o['partial_write']} partial write;", f"{r['seconds']:.0f} s"]
+        counts = " ".join(i.replace(" ", "\u00a0") for i in items)  # a count and its label stay on one line
+        head = r["target"].ljust(pad)
+        if len(head) > pad:  # a name longer than the column: the counts start on the next line
+            lines.append(r["target"])
+            head = " " * pad
+        lines.extend(w.replace("\u00a0", " ") for w in textwrap.wrap(
+            counts, width, initial_indent=head, subsequent_indent=" " * pad, break_long_words=False))
+    return lines
 
 
 def main() -> None:  # pragma: no cover - console entry point convenience

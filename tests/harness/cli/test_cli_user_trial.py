@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from harness.cli.main import app
@@ -248,3 +249,34 @@ def test_tortoise_create_point_says_it_is_loading_the_encoder(tmp_path: Path, mo
     assert res.exit_code == 0, res.output
     assert "loading the MiniLM sentence encoder to embed the point" in res.stderr
     assert res.stdout.strip().count("\n") == 0  # stdout is still the id alone
+
+
+def test_fuzz_summary_keeps_every_target_name_whole_at_80_columns(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("hypothesis")
+    monkeypatch.setenv("COLUMNS", "80")
+    res = runner.invoke(app, ["fuzz", "--target", "tortoise-spool-meta", "--target", "locomo", "--examples", "1",
+                              "--no-specials", "--out", str(tmp_path / "fz")])
+    assert res.exit_code == 0, res.output
+    out = res.stdout.splitlines()
+    assert any(line.startswith("tortoise-spool-meta  1 examples:") for line in out)  # the full name, no "…"
+    assert "…" not in res.stdout and all(len(line) <= 80 for line in out if not line.startswith("wrote "))
+    assert any("partial write;" in line and line.rstrip().endswith(" s") for line in out)  # unit labelled
+
+
+def test_claims_table_labels_its_time_column(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    res = runner.invoke(app, ["claims", "--id", "TOR-43", "--out", str(tmp_path / "ledger")])
+    assert res.exit_code == 0, res.output
+    header = next(line for line in res.stdout.splitlines() if " id " in line and "statement" in line)
+    assert "time (s)" in header and "TOR-43" in res.stdout
+
+
+def test_bench_locomo_lines_are_never_broken_at_80_columns(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    out = tmp_path / "a-long-output-folder-name-to-push-the-wrote-lines-past-eighty-columns" / "run"
+    res = runner.invoke(app, ["bench", "locomo", "--data", str(_tiny_locomo(tmp_path)), "--quick", "--arms", "full",
+                              "--no-progress", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert any(line.startswith("--quick: 1 conversation(s)") and line.endswith(": conv-t") for line in lines)
+    assert f"wrote {out / 'locomo.json'}" in lines
