@@ -88,6 +88,14 @@ TRACEBACK_ENV = "MEMSIM_TRACEBACK"
 _INTERNAL = (AssertionError, AttributeError, IndexError, NameError, NotImplementedError, TypeError, ZeroDivisionError)
 
 
+def _one_line(text: str) -> str:
+    """``text`` on one line: line breaks (and the blanks around them) and tabs become one space; the other spaces
+    are kept, so a file name with two spaces in a row is printed as it is."""
+    import re
+
+    return re.sub(r"[ \t]*[\r\n\t][\s]*", " ", text).strip()
+
+
 def describe_error(exc: BaseException) -> str:
     """One line for an exception, naming the file when the exception carries one (OSError.filename, a
     UnicodeDecodeError's byte offset, a Kuzu runtime message without its ``Runtime exception:`` prefix).
@@ -104,11 +112,13 @@ def describe_error(exc: BaseException) -> str:
         return f"unexpected end of file{': ' + str(exc) if str(exc) else ''}"
     if isinstance(exc, KeyError):
         return f"not found: {exc.args[0]!r}" if exc.args else "a key was not found"
-    msg = " ".join(str(exc).split())
+    msg = _one_line(str(exc))
     for prefix in ("Runtime exception: ", "IO exception: ", "Binder exception: "):
         msg = msg.replace(prefix, "")
-    if len(msg) > 300:
-        msg = msg[:297] + "..."
+    if len(msg) > 300:  # shorten what was wrong, never the leading file name (``<file>: <what>``)
+        head, sep, rest = msg.partition(": ")
+        keep = head + sep if sep else ""
+        msg = keep + rest[:max(297 - len(keep), 80)] + "..." if sep else msg[:297] + "..."
     if isinstance(exc, OSError) and not msg:
         msg = "operating system error"
     if isinstance(exc, _INTERNAL) or not msg:

@@ -204,3 +204,13 @@ def test_usage_errors_name_the_option_and_the_allowed_values(args, needles):
 def test_a_hook_command_with_an_option_missing_its_value_exits_0_with_nothing_on_stdout():
     r = run(["tortoise", "hook-session-start", "--db"], input="{}")
     assert r.exit_code == 0 and r.stdout == "", (r.exit_code, r.output)
+
+
+def test_a_shortened_error_keeps_the_file_name_whole():
+    from harness.cli.boundary import describe_error
+
+    path = "/data/" + "deep folder [x]/" * 25 + "two  spaces :smile:.json"
+    line = describe_error(ValueError(f"{path}: line 3: " + "unexpected value " * 40))
+    assert line.startswith(f"{path}: line 3: unexpected value"), line
+    assert line.endswith("...") and len(line) < len(path) + 200
+    assert describe_error(ValueError("a  b.json:\n  bad\tvalue")) == "a  b.json: bad value"
