@@ -90,11 +90,14 @@ def claims(
             find_locomo()
     except DataPathError as exc:
         raise fail(str(exc)) from None
-    check_output_dir(out)  # before running anything: an unwritable --out fails now, not after every claim
-    for name in ("ledger.json", "ledger.md", "ledger.html"):
-        if (out / name).is_dir():
-            raise fail(f"{out / name}: is a directory; the ledger cannot be written there")
-    ledger = run_claims(selected, seed=seed, data_dir=data, quick=quick)
+    from harness.cli.run_output import removed_if_empty_on_failure
+
+    with removed_if_empty_on_failure(out):  # an interrupted or failed run leaves no empty folder behind
+        check_output_dir(out)  # before running anything: an unwritable --out fails now, not after every claim
+        for name in ("ledger.json", "ledger.md", "ledger.html"):
+            if (out / name).is_dir():
+                raise fail(f"{out / name}: is a directory; the ledger cannot be written there")
+        ledger = run_claims(selected, seed=seed, data_dir=data, quick=quick)
 
     table = Table(title="memsim claims ledger", show_lines=False)
     for col in ("id", "kind", "verdict", "time (s)", "statement"):  # the unit named: seconds per claim
@@ -160,9 +163,9 @@ def fuzz(
 
         out = default_out("fuzz")
         console.print(f"writing results to {out} (the default run folder; --out to change)", soft_wrap=True)
-    check_output_dir(out)
     import shlex
 
+    from harness.cli.run_output import removed_if_empty_on_failure
     from harness.reliability.fuzz import code_version
 
     argv = ["memsim", "fuzz", *(x for t in (target or []) for x in ("--target", t)), "--examples", str(examples),
@@ -170,15 +173,17 @@ def fuzz(
     report = {"examples": examples, "seed": seed, "name": name, "planned": chosen, "command": shlex.join(argv),
               "code": code_version()}  # taken once: every rewrite names the code all its targets ran on
     results = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=make_console(stderr=True)) as progress:
-        bar = progress.add_task("fuzz targets", total=len(chosen))
-        for tname in chosen:
-            progress.update(bar, description=f"fuzz {tname}")
-            results.append(run_target(tname, examples, seed, specials=specials,
-                                      storage_dir=out / ".hypothesis"))  # not in the current directory
-            write_report(results, out, **report)  # after every target: a killed run keeps its part
-            progress.advance(bar)
+    with removed_if_empty_on_failure(out):  # a run stopped before its first report leaves no empty folder
+        check_output_dir(out)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=make_console(stderr=True)) as progress:
+            bar = progress.add_task("fuzz targets", total=len(chosen))
+            for tname in chosen:
+                progress.update(bar, description=f"fuzz {tname}")
+                results.append(run_target(tname, examples, seed, specials=specials,
+                                          storage_dir=out / ".hypothesis"))  # not in the current directory
+                write_report(results, out, **report)  # after every target: a killed run keeps its part
+                progress.advance(bar)
     if console.is_terminal and console.width >= 120:
         table = Table(title=f"memsim fuzz ({examples} generated inputs per target)")
         for col in ("target", "examples", "accepted", "skipped", "rejected", "crash", "partial write", "time (s)"):

@@ -280,3 +280,19 @@ def test_bench_locomo_lines_are_never_broken_at_80_columns(tmp_path: Path, monke
     lines = res.stdout.splitlines()
     assert any(line.startswith("--quick: 1 conversation(s)") and line.endswith(": conv-t") for line in lines)
     assert f"wrote {out / 'locomo.json'}" in lines
+
+
+def test_claims_and_fuzz_stopped_before_writing_leave_no_empty_folder(tmp_path: Path, monkeypatch) -> None:
+    import harness.ledger as ledger_mod
+    import harness.reliability.fuzz as fuzz_mod
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ledger_mod, "run_claims", interrupted)
+    res = runner.invoke(app, ["claims", "--id", "TOR-43", "--out", str(tmp_path / "c" / "ledger")])
+    assert res.exit_code != 0 and not (tmp_path / "c").exists()
+    pytest.importorskip("hypothesis")
+    monkeypatch.setattr(fuzz_mod, "run_target", interrupted)
+    res = runner.invoke(app, ["fuzz", "--target", "locomo", "--examples", "1", "--out", str(tmp_path / "f" / "fz")])
+    assert res.exit_code != 0 and not (tmp_path / "f").exists()
