@@ -161,6 +161,8 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     if quick:
         chosen = [quick_slice(chosen[0])]
     track = track or (lambda it, description="", total=None: it)
+    if echo:  # loading the retrievers (a MiniLM model, two-tower models) takes seconds before the first bar
+        echo(f"loading retrievers {', '.join(names)} for {len(chosen)} conversation(s) ...")
     built = get_retrievers(names)
     t_load = time.perf_counter() - t0
     per_retriever_s = dict.fromkeys(names, 0.0)

@@ -296,3 +296,19 @@ def test_claims_and_fuzz_stopped_before_writing_leave_no_empty_folder(tmp_path: 
     monkeypatch.setattr(fuzz_mod, "run_target", interrupted)
     res = runner.invoke(app, ["fuzz", "--target", "locomo", "--examples", "1", "--out", str(tmp_path / "f" / "fz")])
     assert res.exit_code != 0 and not (tmp_path / "f").exists()
+
+
+def test_paper_protocol_says_it_is_loading_its_retrievers_before_the_bar(tmp_path: Path) -> None:
+    from benchmarks import locomo_paper
+
+    events: list[str] = []
+    rec = _Recorder()
+
+    def track(it, description: str = "", total: int | None = None):
+        events.append(f"bar {description}")
+        yield from rec(it, description, total)
+
+    locomo_paper.run(tmp_path / "out", data=_tiny_locomo(tmp_path), retrievers="bm25", arms="none", track=track,
+                     echo=lambda text: events.append(f"echo {text}"))
+    assert events[0] == "echo loading retrievers bm25 for 1 conversation(s) ..."
+    assert events[1] == "bar paper protocol: conversations x retrievers"
