@@ -143,17 +143,25 @@ def search_points(
 # Near-tie engines (``store.search_tie_mode``): "rows" (default) recomputes only the rows whose order or hit
 # membership the near tie leaves open, bit-identical to the scan: a row's scan cosine depends on its position in
 # the scan's matrix only through the BLAS kernel's fixed row blocks, so the scan's value of the row at position p
-# is the value computed on the aligned chunk of ``_CHUNK`` scan rows around p (the same rows, the same float64
-# values; the last chunk ends where the scan's matrix ends). That holds for a single-threaded BLAS (a threaded
-# gemv splits rows at unaligned offsets), so "rows" is used only while every BLAS pool reports one thread and a
-# one-time probe on random matrices confirms chunk == whole matrix for this BLAS; otherwise, and with mode
-# "rescan" (the previous engine, kept to measure against), the whole vector leg is recomputed as above. Rows
-# whose cosines are >= ``_TOL`` apart (and >= ``_TOL`` from the threshold) keep their order and membership from
-# the fast pass: its cosines are within 1e-12 of the scan's.
+# is the value computed on the aligned chunk of scan rows around p (the same rows, the same float64 values; the
+# last chunk ends where the scan's matrix ends). That holds for a single-threaded BLAS (a threaded gemv splits
+# rows at unaligned offsets), so "rows" is used only while every BLAS pool reports one thread and a one-time probe
+# on random matrices (every length modulo 32, every position) picks the smallest chunk of ``_CHUNKS`` for which
+# chunk == whole matrix on this BLAS; otherwise, and with mode "rescan" (the previous engine, kept to measure
+# against), the whole vector leg is recomputed as above. The chunks a search needs are stacked into a few
+# products (a chunk placed at a multiple of the chunk size keeps its rows' values; the probe checks that too).
+# Rows whose cosines are >= ``_TOL`` apart (and >= ``_TOL`` from the threshold) keep their order and membership
+# from the fast pass: its cosines are within 1e-12 of the scan's.
+#
+# Distinct rows (``store.search_dedup``, default True): where many stored texts repeat (at most half as many
+# distinct embedding rows as slots, from ``_DEDUP_MIN_ROWS`` slots up), the float32 pass and the candidates'
+# float64 cosines are computed once per distinct row and spread to the slots holding it (the same values within
+# the bounds above; near ties are still settled from the scan's own per-position values). On a store of short
+# template decisions at 1e5 points (2,000 distinct texts) this replaced a 1e5-row pass and a float64 copy of
+# ~20,000 candidates per search (measured with ``memsim bench serve``'s decision store).
 
 _MARGIN = 1e-3
 _TOL = 1e-9
-_CHUNK = 32  # scan rows per aligned chunk (a multiple of the BLAS gemv kernels' row blocks; the probe checks it)
 CACHE_MODES = ("incremental", "rebuild")
 TIE_MODES = ("rows", "rescan")
 
@@ -271,6 +279,7 @@ class _SearchCache:
         else:
             self.raw = np.zeros((n, self.dim), dtype=np.float32)
         self.norms = np.linalg.norm(self.raw.astype(np.float64), axis=1) if n else np.zeros(0)
+        self.uniq = _UniqueRows.build(self.raw, n) if dedup_mode(store) else None
         self._reserve(n + _slack(n))  # room for appended rows: no reallocation on the first writes
         self._masks: dict[tuple[tuple[str, ...], bool], np.ndarray] = {}
         self._pass: tuple[Any, ...] | None = None  # (query, seq, n, q, c32) of the last float32 pass
@@ -351,9 +360,12 @@ class _SearchCache:
                     raise ValueError("embedding dimension changed")
                 self.raw = np.zeros((self.raw.shape[0], vec.shape[0]), dtype=np.float32)
                 self.dim = vec.shape[0]
+                self.uniq = None  # the distinct rows were of the old width: no dedup until the next rebuild
             self.raw[i] = vec
             self.has_emb[i] = True
             self.norms[i] = float(np.linalg.norm(vec.astype(np.float64)))
+        if self.uniq is not None:
+            self.uniq.uid[i] = self.uniq.find_or_add(self.raw[i])
 
     def _append(self, pid: str) -> int:
         i = self.n
@@ -379,6 +391,8 @@ class _SearchCache:
         self.norms, self.alive = _grow(self.norms, cap), _grow(self.alive, cap)
         self.outdated, self.has_emb = _grow(self.outdated, cap), _grow(self.has_emb, cap)
         self.py_rank, self.status_codes = _grow(self.py_rank, cap), _grow(self.status_codes, cap)
+        if self.uniq is not None:
+            self.uniq.uid = _grow(self.uniq.uid, cap)
 
     def by_rank(self) -> np.ndarray:
         """Slot indices in id order (``py_rank`` is a permutation of the slots)."""
@@ -397,11 +411,34 @@ class _SearchCache:
         qn = np.linalg.norm(q) or 1.0
         q32 = (q / qn).astype(np.float32)
         norms = self.norms[: self.n]
+        u = self.uniq
         with np.errstate(divide="ignore", invalid="ignore"):
-            c32 = _dots(self.raw[: self.n], q32, self.pass_threads) / np.where(norms > 0, norms, 1.0).astype(
-                np.float32)
+            if u is None:
+                c32 = _dots(self.raw[: self.n], q32, self.pass_threads) / np.where(norms > 0, norms, 1.0).astype(
+                    np.float32)
+            else:  # once per distinct row, then spread to the slots holding it
+                un = u.norms[: u.u]
+                c32 = (_dots(u.rows[: u.u], q32, self.pass_threads) / np.where(un > 0, un, 1.0).astype(
+                    np.float32))[u.uid[: self.n]]
         self._pass = (query, self.seq, self.n, q, c32)
         return c32
+
+    def fast_cos(self, cand: np.ndarray, q: np.ndarray, qn: float) -> np.ndarray:
+        """float64 cosines of the ``cand`` slots, within 1e-12 of the scan's (see the exactness note above): per
+        distinct row when the cache deduplicates (a row's cosine does not depend on which slot holds it), in row
+        blocks of ``_COS_BLOCK`` (no float64 copy of every candidate at once)."""
+        u = self.uniq
+        if u is None:
+            cn = self.norms[cand] * qn
+            return np.divide(_gathered_dots(self.raw, cand, q), cn, out=np.zeros(len(cand)), where=cn > 0)
+        uc = u.uid[cand]
+        need = np.zeros(u.u, dtype=bool)
+        need[uc] = True
+        uu = np.flatnonzero(need)
+        cn = u.norms[uu] * qn
+        full = np.zeros(u.u)
+        full[uu] = np.divide(_gathered_dots(u.rows, uu, q), cn, out=np.zeros(len(uu)), where=cn > 0)
+        return full[uc]
 
     def mask(self, exclude_statuses: Sequence[str] | None, exclude_outdated_flag: bool) -> np.ndarray:
         key = (tuple(exclude_statuses) if exclude_statuses else (), bool(exclude_outdated_flag))
@@ -415,6 +452,75 @@ class _SearchCache:
                 m &= ~self.outdated[: self.n]
             self._masks[key] = m
         return m
+
+
+_DEDUP_MIN_ROWS = 4096  # below this every pass is a few milliseconds: no dedup
+_DEDUP_MAX_SHARE = 0.5  # dedup only when the distinct rows are at most this share of the slots
+_COS_BLOCK = 4096  # candidate rows converted to float64 per matrix-vector product
+
+
+def dedup_mode(store: TortoiseStore) -> bool:
+    """Whether the search cache computes the float32 pass and the candidates' float64 cosines once per distinct
+    embedding row: ``store.search_dedup`` (False = once per slot, the previous engine), else True. Either way the
+    cosines are within 1e-12 of the scan's and near ties are settled from the scan's own values, so no output
+    changes; it pays off where many stored texts repeat (templates), and is skipped when the distinct rows are
+    more than half of the slots (then the cache holds no second copy of them)."""
+    mode = getattr(store, "search_dedup", None)
+    if mode is None:
+        return True
+    if not isinstance(mode, bool):
+        raise ValueError(f"search_dedup must be a bool, got {mode!r}")
+    return mode
+
+
+class _UniqueRows:
+    """The distinct float32 rows of a search cache's matrix (``rows[:u]``, with their float64 norms) and each
+    slot's row index ``uid``; rows added by later writes are found by their bytes (a hash index, built on the
+    first write) or appended. A row that no slot holds any more stays until the next rebuild."""
+
+    def __init__(self, rows: np.ndarray, uid: np.ndarray) -> None:
+        self.rows = rows
+        self.u = len(rows)
+        self.norms = np.linalg.norm(rows.astype(np.float64), axis=1) if self.u else np.zeros(0)
+        self.uid = uid
+        self._index: dict[int, list[int]] | None = None
+
+    @classmethod
+    def build(cls, raw: np.ndarray, n: int) -> _UniqueRows | None:
+        if n < _DEDUP_MIN_ROWS or not raw.shape[1]:
+            return None
+        keys = np.ascontiguousarray(raw[:n]).view(np.dtype((np.void, raw.shape[1] * raw.itemsize))).ravel()
+        _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+        if len(first) > _DEDUP_MAX_SHARE * n:
+            return None
+        return cls(np.ascontiguousarray(raw[first]), np.asarray(inv, dtype=np.int64).ravel())
+
+    def find_or_add(self, vec: np.ndarray) -> int:
+        if self._index is None:
+            self._index = {}
+            for j in range(self.u):
+                self._index.setdefault(hash(self.rows[j].tobytes()), []).append(j)
+        b = vec.tobytes()
+        h = hash(b)
+        for j in self._index.get(h, ()):
+            if self.rows[j].tobytes() == b:
+                return j
+        j = self.u
+        if j >= len(self.rows):
+            self.rows, self.norms = _grow(self.rows, j + _slack(j)), _grow(self.norms, j + _slack(j))
+        self.rows[j] = vec
+        self.norms[j] = float(np.linalg.norm(vec.astype(np.float64)))
+        self.u = j + 1
+        self._index.setdefault(h, []).append(j)
+        return j
+
+
+def _gathered_dots(mat: np.ndarray, idx: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``mat[idx].astype(float64) @ q`` in blocks of ``_COS_BLOCK`` rows."""
+    out = np.empty(len(idx))
+    for s in range(0, len(idx), _COS_BLOCK):
+        out[s:s + _COS_BLOCK] = mat[idx[s:s + _COS_BLOCK]].astype(np.float64) @ q
+    return out
 
 
 def _slack(n: int) -> int:
@@ -538,15 +644,13 @@ def _search_cached(
         if qv is not None:
             q = np.asarray(qv, dtype=np.float64)
             qn = np.linalg.norm(q) or 1.0
-            norms = c.norms[: c.n]
             if store.cfg.ann_index is not None:  # approximate candidates (tortoise_sim.ann), re-ranked exactly below
                 emb_sel, cand = _ann_candidates(store, c, emb_sel, q)
             else:
                 c32 = c.float32_pass(query, q)
                 cand = np.flatnonzero(emb_sel & (c32 >= VECTOR_THRESHOLD - _MARGIN))
             if len(cand):
-                cn = norms[cand] * qn
-                cos = np.divide(c.raw[cand].astype(np.float64) @ q, cn, out=np.zeros(len(cand)), where=cn > 0)
+                cos = c.fast_cos(cand, q, qn)
                 if np.any(np.abs(cos - VECTOR_THRESHOLD) < _TOL):
                     exact_needed = True  # hit membership (and the trace count) could differ
                 hit = cos >= VECTOR_THRESHOLD
@@ -642,30 +746,37 @@ def _vector_leg_rows(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray, cand: 
     resolved when one of its members could score at or above the current cut (the ``limit``-th score): its best
     lexical part plus the vector part of the cluster's first rank; after resolving, the cut is recomputed and
     the check repeated until no unresolved cluster can reach it. An unresolved cluster's members then score
-    below the cut under any internal order, so the returned hits and scores are the scan's."""
+    below the cut under any internal order, so the returned hits and scores are the scan's.
+
+    The vector order is kept as the candidates in fast-pass order with each resolved cluster's span re-sorted by
+    (scan cosine, id): the same order as sorting every hit by (cosine, id), since the clusters keep their order."""
     o = np.lexsort((c.py_rank[cand], -cos))
-    sc = cos[o]
-    cid = np.concatenate(([0], np.cumsum(sc[:-1] - sc[1:] >= _TOL))) if len(sc) else np.zeros(0, np.int64)
+    slots_o, exact_o = cand[o], cos[o]
+    cid = (np.concatenate(([0], np.cumsum(exact_o[:-1] - exact_o[1:] >= _TOL))) if len(exact_o)
+           else np.zeros(0, np.int64))
     ncl = int(cid[-1]) + 1 if len(cid) else 0
-    multi = np.bincount(cid, minlength=ncl) > 1
+    sizes = np.bincount(cid, minlength=ncl)
+    span_start = np.concatenate(([0], np.cumsum(sizes)[:-1])) if ncl else np.zeros(0, np.int64)
+    multi = sizes > 1
     todo = np.zeros(ncl, dtype=bool)
-    todo[cid[np.abs(sc - VECTOR_THRESHOLD) < _TOL]] = True
+    todo[cid[np.abs(exact_o - VECTOR_THRESHOLD) < _TOL]] = True
     done = np.zeros(ncl, dtype=bool)
     cluster_of = np.full(c.n, -1, dtype=np.int64)
-    cluster_of[cand[o]] = cid
+    cluster_of[slots_o] = cid
     lex_part = np.zeros(c.n)
     lex_part[lex_idx] = 1.0 / (RRF_K + np.arange(1, len(lex_idx) + 1))
-    exact = cos.copy()
     while True:
-        new = todo & ~done
-        if new.any():
-            rows = o[new[cid]]
-            exact[rows] = _scan_rows(c, emb_sel, q, cand[rows])
-            c.exact_rows += len(rows)
-            done |= new
-        hit = exact >= VECTOR_THRESHOLD
-        hp, hc = cand[hit], exact[hit]
-        vec_idx = hp[np.lexsort((c.py_rank[hp], -hc))]
+        new = np.flatnonzero(todo & ~done)
+        if len(new):
+            at_o = np.concatenate([np.arange(span_start[k], span_start[k] + sizes[k]) for k in new.tolist()])
+            exact_o[at_o] = _scan_rows(c, emb_sel, q, slots_o[at_o])
+            c.exact_rows += len(at_o)
+            done[new] = True
+            for k in new.tolist():
+                a, b = span_start[k], span_start[k] + sizes[k]
+                within = np.lexsort((c.py_rank[slots_o[a:b]], -exact_o[a:b]))
+                slots_o[a:b], exact_o[a:b] = slots_o[a:b][within], exact_o[a:b][within]
+        vec_idx = slots_o[exact_o >= VECTOR_THRESHOLD]
         score, ordered = _rrf(c, lex_idx, vec_idx, limit)
         open_ = multi & ~done
         if not open_.any():
@@ -686,22 +797,47 @@ def _vector_leg_rows(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray, cand: 
         todo[reach] = True
 
 
+_BATCH_CHUNKS = 128  # aligned chunks stacked into one matrix-vector product by _scan_rows
+
+
 def _scan_rows(c: _SearchCache, emb_sel: np.ndarray, q: np.ndarray, slots: np.ndarray) -> np.ndarray:
-    """The scan's cosines of ``slots``: each from the aligned ``_CHUNK``-row block of the scan's matrix (filtered
-    rows with an embedding, in id order) that holds it, computed as the scan computes the whole matrix."""
+    """The scan's cosines of ``slots`` (:func:`_cos_at` at their positions in the scan's matrix: filtered rows
+    with an embedding, in id order)."""
     by_rank = c.by_rank()
     sel = emb_sel[by_rank]
     scan_slots = by_rank[sel]  # the scan's matrix rows, as slots
     at = np.cumsum(sel) - 1  # position in the scan's matrix, by id rank
-    pos = at[c.py_rank[slots]]
-    out = np.empty(len(slots))
-    starts = (pos // _CHUNK) * _CHUNK
-    for b in np.unique(starts).tolist():
-        chunk = scan_slots[b:b + _CHUNK]
-        vals = _scan_cos(np.ascontiguousarray(c.raw[chunk], dtype=np.float64), q)
-        here = starts == b
-        out[here] = vals[pos[here] - b]
-    return out
+    return _cos_at(lambda idx: c.raw[scan_slots[idx]], at[c.py_rank[slots]], len(scan_slots), q, _chunk_rows())
+
+
+def _cos_at(rows_at: Any, pos: np.ndarray, total: int, q: np.ndarray, chunk: int,
+            batch: int = _BATCH_CHUNKS) -> np.ndarray:
+    """The scan's cosines (:func:`_scan_cos` on its whole ``total``-row matrix) at positions ``pos``, where
+    ``rows_at(idx)`` gives the matrix's float32 rows at positions ``idx``. A row's dot product comes from the
+    aligned ``chunk``-row block of the matrix that holds it: up to ``batch`` such blocks are stacked into one
+    matrix (whole blocks at multiples of ``chunk``, the matrix's shorter last block at the end), which gives every
+    row the value it has in the whole matrix (probed: :func:`_probe_chunks`); its norm is a row of its own (the
+    same reduction as the scan's)."""
+    starts = (pos // chunk) * chunk
+    blocks = np.unique(starts)
+    whole = blocks[blocks + chunk <= total]
+    tail = blocks[blocks + chunk > total]  # the last block when it is shorter (at most one)
+    dots = np.empty(len(pos))
+    groups = max(1, -(-len(whole) // batch)) if len(blocks) else 0
+    for g in range(groups):
+        grp = whole[g * batch:(g + 1) * batch]
+        idx = (grp[:, None] + np.arange(chunk)).ravel()
+        last = g == groups - 1 and len(tail)
+        if last:
+            idx = np.concatenate((idx, np.arange(tail[0], total)))
+        d = np.ascontiguousarray(rows_at(idx), dtype=np.float64) @ q
+        here = np.flatnonzero(np.isin(starts, grp))
+        dots[here] = d[np.searchsorted(grp, starts[here]) * chunk + (pos[here] - starts[here])]
+        if last:
+            here = np.flatnonzero(starts == tail[0])
+            dots[here] = d[len(grp) * chunk + (pos[here] - tail[0])]
+    norms = np.linalg.norm(np.asarray(rows_at(pos), dtype=np.float64), axis=1) * (np.linalg.norm(q) or 1.0)
+    return np.divide(dots, norms, out=np.zeros(len(pos)), where=norms > 0)
 
 
 _ROWS_OK: dict[str, Any] = {}
@@ -723,21 +859,35 @@ def _rows_exact_ok() -> bool:
     blas = [lc for lc in ctl.lib_controllers if lc.user_api == "blas"]
     if not blas or any(lc.num_threads != 1 for lc in blas):
         return False
+    return bool(_chunk_rows() and _ROWS_OK["probe"])
+
+
+_CHUNKS = (4, 8, 16, 32)  # block sizes tried by the probe, smallest first
+
+
+def _chunk_rows() -> int:
+    """The block size of the "rows" engine: the smallest of ``_CHUNKS`` the probe confirms for this BLAS."""
     if "probe" not in _ROWS_OK:
         _ROWS_OK["probe"] = _probe_chunks()
-    return bool(_ROWS_OK["probe"])
+    return int(_ROWS_OK["probe"] or _CHUNKS[-1])
 
 
-def _probe_chunks() -> bool:
-    rng = np.random.default_rng(20261201)
-    for n in (5, 37, 1003, 4099):
-        raw = rng.standard_normal((n, 384)).astype(np.float32)
-        q = rng.standard_normal(384)
-        whole = _scan_cos(raw.astype(np.float64), q)
-        for b in range(0, n, _CHUNK):
-            if not np.array_equal(_scan_cos(raw[b:b + _CHUNK].astype(np.float64), q), whole[b:b + _CHUNK]):
-                return False
-    return True
+def _probe_chunks() -> int:
+    """The smallest block size of ``_CHUNKS`` whose :func:`_cos_at` equals the whole matrix's cosines at every
+    position of random matrices of every length modulo 32 (and a few shorter and longer ones), the blocks stacked
+    in groups of several sizes; 0 when none does (then the "rows" engine is not used)."""
+    rng = np.random.default_rng(20261202)
+    big = (rng.random((4099, 384), dtype=np.float32) - np.float32(0.5))
+    q = rng.random(384) - 0.5
+    cases = []
+    for n in [3, 5, 7, *range(97, 129), 4099]:
+        raw = big[:n]
+        cases.append((raw, _scan_cos(raw.astype(np.float64), q), np.arange(n)))
+    for chunk in _CHUNKS:
+        if all(np.array_equal(_cos_at(raw.__getitem__, pos, len(raw), q, chunk, batch), whole)
+               for raw, whole, pos in cases for batch in ((1, _BATCH_CHUNKS) if len(raw) < 1000 else (7, 333))):
+            return chunk
+    return 0
 
 
 def _ann_candidates(store: TortoiseStore, c: _SearchCache, emb_sel: np.ndarray,
