@@ -56,6 +56,10 @@ class SimConfig:
     # hardened, not a version switch: "quarantine" moves a spool entry with a corrupt meta to <spool>/quarantine/
     # instead of deleting it with its intact turn log (upstream, spec 10.1 item 9).
     spool_corrupt: Literal["delete", "quarantine"] = "delete"
+    # hardened, not a version switch: "keep" keeps a spool entry whose turn log cannot be read at all (a ledger row
+    # transcript_unreadable, the flush goes on) instead of reading it as no turns and discarding the whole session
+    # as transcript_empty (upstream, spec 10.1 item 17, TOR-52).
+    spool_turns_unreadable: Literal["discard", "keep"] = "discard"
     # hardened, not a version switch: "transactional" commits each SDK operation with its feed rows in one Kuzu
     # transaction and re-derives lost journal lines on open (store.py; REL-07). Default: best-effort sinks (§5.1).
     event_durability: Literal["best_effort", "transactional"] = "best_effort"

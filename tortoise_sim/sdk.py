@@ -186,7 +186,8 @@ class Tortoise:
         if root is None:
             raise ValueError("no spool_dir configured")
         return Spool(root, clock=self.store.clock, permanent=self.cfg.spool_permanent,
-                     fault_hook=self.store.faults.step, corrupt=self.cfg.spool_corrupt)
+                     fault_hook=self.store.faults.step, corrupt=self.cfg.spool_corrupt,
+                     turns_unreadable=self.cfg.spool_turns_unreadable)
 
     def expand_pool(self, pool: list[dict[str, Any]], enabled: bool = False, is_temporal: bool = False,
                     **kw: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:

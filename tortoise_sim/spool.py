@@ -32,8 +32,11 @@ _PROBE = re.compile(r"verify-[a-z][a-z0-9-]*-\d{8}T\d{6}Z-[0-9a-f]{6}\Z")
 
 
 class SpoolTurnsError(ValueError):
-    """An entry's turn log cannot be read back (not UTF-8, a line that is not JSON): the message names the file and
-    line. The flush stops with it, as a failed read does upstream; the meta and the turn log stay in place."""
+    """A turn log that cannot be read at all (an ``OSError`` other than a missing file, or bytes that are not UTF-8):
+    the message names the file and the cause. Raised only inside one entry's filing under the hardened
+    ``turns_unreadable="keep"`` option, where that entry's guard records it (ledger ``transcript_unreadable``) and
+    keeps the entry; it never stops a flush. The faithful read (spec §10.1 item 17, TOR-52) reads such a log as no
+    turns instead."""
 
 
 def _sha(text: str) -> str:
@@ -54,8 +57,41 @@ def capture_key(session_id: str, turns: list[dict[str, Any]]) -> str:
 
 
 def backoff_delay(n: int) -> int:
-    """Seconds: ``min(30 * 2^max(0, n-1), 21600)``."""
-    return int(min(30 * 2 ** max(0, n - 1), 21600))
+    """Seconds: ``min(30 * 2^max(0, n-1), 21600)``. Computed without the power once the cap binds (n >= 11), so a
+    huge ``attempts`` read from a meta file (``int(1e300)``) gives 21600 at once instead of computing 2^(10^300):
+    the same value for every n."""
+    e = max(0, int(n) - 1)
+    return 21600 if e >= 10 else int(min(30 * 2 ** e, 21600))
+
+
+def _order_key(meta: dict[str, Any]) -> tuple[str, str, str]:
+    """Oldest first (spec §10.1 items 1 and 16): ``(str(updated_at or ""), str(created_at or ""),
+    str(session_id or ""))``, the flush's and the pruning's order; a non-string timestamp never raises."""
+    return (str(meta.get("updated_at") or ""), str(meta.get("created_at") or ""), str(meta.get("session_id") or ""))
+
+
+def _retry_time(meta: dict[str, Any]) -> float:
+    """``next_attempt_at_ms`` as upstream reads it (spec §10.1 item 16): ``float(value or 0)``, and a value that
+    raises ``TypeError``/``ValueError`` there (``"soon"``, a list, an object) reads as 0, i.e. due now. ``"123"``
+    reads 123, ``"1e20"``/``"inf"`` read as far future, ``"nan"`` never compares greater (due). An integer too large
+    for a float raises ``OverflowError``, which the entry's guard records (item 15)."""
+    try:
+        return float(meta.get("next_attempt_at_ms") or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _parse_turn_line(line: str) -> dict[str, str] | None:
+    """One turn-log line as upstream reads it back (spec §10.1 item 17): a JSON object whose ``role`` and
+    ``content`` are both strings, reduced to those two keys; anything else (not JSON, torn, another shape) is
+    None, i.e. skipped."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("role"), str) or not isinstance(obj.get("content"), str):
+        return None
+    return {"role": obj["role"], "content": obj["content"]}
 
 
 def _atomic_write(path: Path, data: bytes, hook: Any = None, step: str = "spool.write") -> None:
@@ -94,17 +130,29 @@ def _turn_lines(turns: list[dict[str, Any]]) -> bytes:
 
 class Spool:
     """``Spool(root, clock=None, permanent="quarantine", fault_hook=None)``; ``permanent`` is
-    ``SimConfig.spool_permanent`` ([A] quarantine keeps the turns, [LATER] delete removes the entry)."""
+    ``SimConfig.spool_permanent`` ([A] quarantine keeps the turns, [LATER] delete removes the entry).
+
+    ``turns_unreadable`` (``SimConfig.spool_turns_unreadable``) is what a flush does with a turn log that cannot be
+    read at all (an ``OSError``, or bytes that are not UTF-8, e.g. a multi-byte character torn by a killed append):
+    ``"discard"`` (the default, upstream, spec §10.1 item 17, TOR-52) reads it as no turns, so the entry is
+    discarded as ``transcript_empty`` and both files are deleted (the whole session is lost to one torn byte);
+    ``"keep"`` (hardened, named) keeps both files untouched apart from the retry time, writes a ledger row
+    ``transcript_unreadable`` naming the file and the cause, counts the entry in ``failed`` and goes on with the
+    next entry (a later ``spool_write`` of the same session rewrites the log, since a torn log is not a prefix of
+    the new one)."""
 
     def __init__(self, root: str | Path, *, clock: Callable[[], datetime] | None = None,
                  permanent: str = "quarantine", fault_hook: Callable[[str], None] | None = None,
                  corrupt: str = "delete", atomic_turns: bool = False, send_capture_key: bool = False,
-                 idempotent_ledger: bool = False) -> None:
+                 idempotent_ledger: bool = False, turns_unreadable: str = "discard") -> None:
         if permanent not in ("quarantine", "delete"):
             raise ValueError("permanent must be 'quarantine' or 'delete'")
         if corrupt not in ("delete", "quarantine"):
             raise ValueError("corrupt must be 'delete' or 'quarantine'")
+        if turns_unreadable not in ("discard", "keep"):
+            raise ValueError("turns_unreadable must be 'discard' or 'keep'")
         self.corrupt = corrupt
+        self.turns_unreadable = turns_unreadable
         self.root = Path(root)
         self.entries = self.root / "entries"
         self.ledger = self.root / "discarded.jsonl"
@@ -137,21 +185,28 @@ class Spool:
         return json.loads(meta.read_text(encoding="utf-8")) if meta.exists() else None
 
     def read_turns(self, session_id: str) -> list[dict[str, Any]]:
-        _, turns = self._paths(entry_key(session_id))
-        if not turns.exists():
-            return []
+        """The turns as a flush reads them back (spec §10.1 item 17, TOR-52): never raises. Blank lines and lines
+        that are not a JSON object with string ``role`` and ``content`` are skipped (so the torn last line of a
+        killed append is dropped), each turn keeps only those two keys, and a log that cannot be read at all (an
+        ``OSError``, bytes that are not UTF-8) reads as no turns."""
         try:
-            text = turns.read_text(encoding="utf-8")
+            return self._read_turn_log(self._paths(entry_key(session_id))[1])
+        except SpoolTurnsError:
+            return []
+
+    @staticmethod
+    def _read_turn_log(path: Path) -> list[dict[str, str]]:
+        """Item 17's read, except that a log that exists but cannot be read raises :class:`SpoolTurnsError` naming
+        the file (a missing log is no turns)."""
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise SpoolTurnsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
         except UnicodeDecodeError as exc:
-            raise SpoolTurnsError(f"{turns}: not valid UTF-8 (byte {exc.start})") from None
-        out = []
-        for ln, x in enumerate(text.splitlines(), 1):
-            if x.strip():
-                try:
-                    out.append(json.loads(x))
-                except (ValueError, RecursionError) as exc:
-                    raise SpoolTurnsError(f"{turns}:{ln}: unreadable turn line ({exc})") from None
-        return out
+            raise SpoolTurnsError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+        return [t for t in (_parse_turn_line(x) for x in text.splitlines() if x.strip()) if t is not None]
 
     def ledger_rows(self) -> list[dict[str, Any]]:
         if not self.ledger.exists():
@@ -302,8 +357,7 @@ class Spool:
 
     def _prune(self) -> None:
         rows = [(k, m) for k, m in self._all_meta() if m is not None]
-        rows.sort(key=lambda km: (km[1].get("updated_at", ""), km[1].get("created_at", ""),
-                                  km[1].get("session_id", "")))
+        rows.sort(key=lambda km: _order_key(km[1]))  # §10.1 item 16: keys coerced to strings
         total = sum(self._entry_bytes(k) for k, _ in rows)
         while rows and (len(rows) > MAX_ENTRIES or total > MAX_TOTAL_BYTES):
             k, m = rows.pop(0)
@@ -315,7 +369,21 @@ class Spool:
     # -------------------------------------------------------------------------------- flush
     def flush_spool(self, post: Callable[[dict[str, Any]], int | None], now_ms: int,
                     only_session_id: str | None = None, exclude_session_id: str | None = None) -> dict[str, int]:
-        """Spec §10 / §10.1 (TOR-42, 43): oldest first by (updated_at, created_at, session_id)."""
+        """Spec §10 / §10.1 (TOR-42, 43, 51, 52): oldest first by (updated_at, created_at, session_id), each coerced
+        to a string (item 16). Counts ``{posted, filed, skipped_filed, skipped_backoff, skipped_probe,
+        skipped_quarantine, discarded, permanent, transient, failed}``.
+
+        Each entry is filed under its own guard (item 15, TOR-51): any exception while filing one entry (its
+        retry time, its turn-log read, the post, the bookkeeping after the post) is caught for that entry alone:
+        ledger ``entry_failed`` with detail ``unexpected failure while filing: <repr>``, the entry's files kept,
+        a best-effort retry write (``attempts = int(<attempts read before the post> or 0) + 1`` and its backoff;
+        nothing written when that raises, e.g. ``attempts: "x"``), and the flush goes on with the next entry. The
+        entry then counts in ``failed`` (and in ``posted`` when the post was reached), in nothing else. A post that
+        raises is that case (item 13). ``attempts`` is converted only after the post, on the transient and the
+        exception paths, as Python's ``int()`` does (``"3"`` -> 4, ``2.9`` -> 3, ``true`` -> 2, ``null``/``""``
+        -> 1); the 2xx path resets it without reading it. A retry time that is not a number reads as 0 (item 16).
+        A turn log that cannot be read reads as no turns: the entry is discarded as ``transcript_empty`` (item 17,
+        TOR-52) unless ``turns_unreadable="keep"``."""
         counts = dict.fromkeys(("posted", "filed", "skipped_filed", "skipped_backoff", "skipped_probe",
                                 "skipped_quarantine", "discarded", "permanent", "transient", "failed"), 0)
         entries = []
@@ -325,10 +393,9 @@ class Spool:
                 counts["discarded"] += 1
                 continue
             entries.append((key, meta))
-        entries.sort(key=lambda km: (km[1].get("updated_at", ""), km[1].get("created_at", ""),
-                                     km[1].get("session_id", "")))
+        entries.sort(key=lambda km: _order_key(km[1]))
         for key, meta in entries:
-            sid = meta.get("session_id", "")
+            sid = meta["session_id"]  # a non-empty string (_parse_meta, item 14)
             if only_session_id is not None and sid != only_session_id:
                 continue
             if exclude_session_id is not None and sid == exclude_session_id:
@@ -336,72 +403,101 @@ class Spool:
             if _PROBE.match(sid):
                 counts["skipped_probe"] += 1
                 continue
-            if meta.get("lane") == "quarantine":
-                counts["skipped_quarantine"] += 1
-                continue
-            if meta.get("filed_key") and meta.get("filed_key") == meta.get("capture_key"):
-                counts["skipped_filed"] += 1
-                continue
-            if now_ms < int(meta.get("next_attempt_at_ms") or 0):
-                counts["skipped_backoff"] += 1
-                continue
-            turns = self.read_turns(sid)
-            if not turns:
-                self._discard(sid, meta.get("capture_key"), "transcript_empty")
-                self._delete(key)
-                counts["discarded"] += 1
-                continue
-            posted_digest = meta.get("content_digest")
-            attempts_before = int(meta.get("attempts") or 0)
-            body = {"harness": meta.get("harness"), "session_id": sid, "source": meta.get("source"),
-                    "conversation": turns, "machine_id": meta.get("machine_id")}
-            if self.send_capture_key:
-                body["capture_key"] = meta.get("capture_key")
-            if meta.get("model") is not None:
-                body["model"] = meta["model"]
-            # §10.1 item 13 (TOR-43): ``posted`` counts attempts. Upstream increments it after the turns are read
-            # and before the post is called, so a post that raises still counts as posted.
-            counts["posted"] += 1
+            mine = dict.fromkeys(counts, 0)  # this entry's counts, merged when its filing completes
             try:
-                status = post(body)
+                self._file_entry(key, meta, post, now_ms, mine)
             except Exception as exc:
-                # §10.1 item 13: one deferral (ledger ``entry_failed``, attempts + 1, backoff), counted in ``failed``
-                # and not also in ``transient``.
-                self._discard(sid, meta.get("capture_key"), "entry_failed", repr(exc))
+                self._entry_failed(key, meta, now_ms, exc)
                 counts["failed"] += 1
-                self._transient(key, sid, attempts_before, now_ms)
+                counts["posted"] += mine["posted"]
                 continue
-            if status is not None and 200 <= status < 300:
-                # §10.1 item 12: every 2xx counts as filed, even when the compare-and-swap below does not stamp
-                # the entry (turns changed during the post: the entry stays unfiled and is re-posted later).
-                counts["filed"] += 1
-                cur = self.read_meta(sid)
-                if cur is not None and cur.get("content_digest") == posted_digest:
-                    cur.update(filed_key=cur.get("capture_key"), filed_at=now_ms, attempts=0, next_attempt_at_ms=0,
-                               lane="filed")
-                    self._write_meta(key, cur)
-            elif status is not None and 400 <= status < 500 and status not in (408, 409, 425, 429):
-                counts["permanent"] += 1
-                reason = f"permanent_http_{status}"
-                self._discard(sid, meta.get("capture_key"), reason)
-                if self.permanent == "delete":
-                    self._delete(key)
-                else:
-                    cur = self.read_meta(sid) or meta
-                    cur.update(lane="quarantine", terminal_reason=reason)
-                    self._write_meta(key, cur)
-            else:
-                self._transient(key, sid, attempts_before, now_ms)
-                counts["transient"] += 1
+            for name, n in mine.items():
+                counts[name] += n
         return counts
 
-    def _transient(self, key: str, sid: str, attempts_before: int, now_ms: int) -> None:
-        cur = self.read_meta(sid)
-        if cur is None:
+    def _file_entry(self, key: str, meta: dict[str, Any], post: Callable[[dict[str, Any]], int | None],
+                    now_ms: int, counts: dict[str, int]) -> None:
+        """One entry's filing, everything the guard of :meth:`flush_spool` covers (item 15)."""
+        sid = meta["session_id"]
+        if meta.get("lane") == "quarantine":
+            counts["skipped_quarantine"] += 1
             return
-        cur["attempts"] = attempts_before + 1
-        cur["next_attempt_at_ms"] = now_ms + backoff_delay(attempts_before + 1) * 1000
-        self._write_meta(key, cur)
+        if meta.get("filed_key") and meta.get("filed_key") == meta.get("capture_key"):
+            counts["skipped_filed"] += 1
+            return
+        if now_ms < _retry_time(meta):
+            counts["skipped_backoff"] += 1
+            return
+        turns_path = self._paths(key)[1]
+        try:
+            turns = self._read_turn_log(turns_path)
+        except SpoolTurnsError:
+            if self.turns_unreadable == "keep":
+                raise  # the guard records it as ``transcript_unreadable`` and keeps the entry
+            turns = []  # item 17 (TOR-52): an unreadable log reads as no turns
+        if not turns:
+            self._discard(sid, meta.get("capture_key"), "transcript_empty")
+            self._delete(key)
+            counts["discarded"] += 1
+            return
+        posted_digest = meta.get("content_digest")
+        body = {"harness": meta.get("harness"), "session_id": sid, "source": meta.get("source"),
+                "conversation": turns, "machine_id": meta.get("machine_id")}
+        if self.send_capture_key:
+            body["capture_key"] = meta.get("capture_key")
+        if meta.get("model") is not None:
+            body["model"] = meta["model"]
+        # §10.1 item 13 (TOR-43): ``posted`` counts attempts. Upstream increments it after the turns are read and
+        # before the post is called, so a post that raises still counts as posted.
+        counts["posted"] += 1
+        status = post(body)
+        if status is not None and 200 <= status < 300:
+            # §10.1 item 12: every 2xx counts as filed, even when the compare-and-swap below does not stamp the
+            # entry (turns changed during the post: the entry stays unfiled and is re-posted later).
+            counts["filed"] += 1
+            cur = self.read_meta(sid)
+            if cur is not None and cur.get("content_digest") == posted_digest:
+                cur.update(filed_key=cur.get("capture_key"), filed_at=now_ms, attempts=0, next_attempt_at_ms=0,
+                           lane="filed")
+                self._write_meta(key, cur)
+        elif status is not None and 400 <= status < 500 and status not in (408, 409, 425, 429):
+            counts["permanent"] += 1
+            reason = f"permanent_http_{status}"
+            self._discard(sid, meta.get("capture_key"), reason)
+            if self.permanent == "delete":
+                self._delete(key)
+            else:
+                cur = self.read_meta(sid) or meta
+                cur.update(lane="quarantine", terminal_reason=reason)
+                self._write_meta(key, cur)
+        else:
+            # §10.1 items 8 and 15: attempts read before the post, converted only now (``"x"`` raises here, and the
+            # guard records the entry as failed with nothing written, so it is due again at the next flush).
+            attempts = int(meta.get("attempts") or 0) + 1
+            cur = self.read_meta(sid)
+            if cur is not None:
+                cur["attempts"] = attempts
+                cur["next_attempt_at_ms"] = now_ms + backoff_delay(attempts) * 1000
+                self._write_meta(key, cur)
+            counts["transient"] += 1
+
+    def _entry_failed(self, key: str, meta: dict[str, Any], now_ms: int, exc: Exception) -> None:
+        """Item 15: the ledger row of an entry whose filing raised, then the best-effort retry write (re-read meta,
+        or the one in hand; ``attempts = int(<attempts read before the post> or 0) + 1`` and its backoff). Nothing
+        is written when any of that raises. Under ``turns_unreadable="keep"`` an unreadable turn log is recorded
+        as ``transcript_unreadable`` with the file and the cause."""
+        sid, ckey = meta["session_id"], meta.get("capture_key")
+        with contextlib.suppress(Exception):
+            if isinstance(exc, SpoolTurnsError):
+                self._discard(sid, ckey, "transcript_unreadable", str(exc))
+            else:
+                self._discard(sid, ckey, "entry_failed", f"unexpected failure while filing: {exc!r}")
+        with contextlib.suppress(Exception):
+            cur = self._parse_meta(self._paths(key)[0]) or meta
+            attempts = int(meta.get("attempts") or 0) + 1
+            cur["attempts"] = attempts
+            cur["next_attempt_at_ms"] = now_ms + backoff_delay(attempts) * 1000
+            self._write_meta(key, cur)
 
 
 def local_capture_post(capture: Callable[..., dict[str, Any]]) -> Callable[[dict[str, Any]], int]:

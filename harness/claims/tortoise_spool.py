@@ -1,4 +1,4 @@
-"""Tortoise capture-spool claims TOR-42, 43 (spec §10 with the §10.1 corrections).
+"""Tortoise capture-spool claims TOR-42, 43, 51, 52 (spec §10 with the §10.1 corrections).
 
 Shared set-up lives in ``tortoise_common``.
 """
@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from harness.claims import ClaimContext, Observation, claim
-from harness.claims.tortoise_common import D
+from harness.claims.tortoise_common import D, new_sim
 from tortoise_sim import (
     StepClock,
 )
@@ -94,3 +94,119 @@ def tor_43(ctx: ClaimContext) -> Observation:
         "delete_profile_files_gone": files == [],
     }, measured={"attempts": [m1["attempts"], m2["attempts"], m3["attempts"]], "quarantine_meta": mq},
         evidence=json.dumps(q.ledger_rows()))
+
+
+def _store_turns(sim: Any, sid: str) -> int:
+    """Turn Points the store holds for session ``sid`` (CONTAINS edges of its Session node)."""
+    return sim.store.query("MATCH (s:Session {id: $sid})-[:CONTAINS]->(p:Point) WHERE p.pointKind = 'event' "
+                           "RETURN count(p) AS n", {"sid": sid})[0]["n"]
+
+
+def _entry_files(root: Any) -> list[str]:
+    entries = root / "entries"
+    return sorted(p.name for p in entries.iterdir()) if entries.exists() else []
+
+
+@claim("TOR-51", design=D, record="MEM-OBJ-capture-spool", kind="mechanism",
+       statement="Each spool entry is filed under its own guard: a corrupt entry first in line does not stop a later "
+                 "one.")
+def tor_51(ctx: ClaimContext) -> Observation:
+    """Spec §10.1 items 15 and 16 (the example of item 15): entry A, older, has a meta whose ``attempts`` is
+    ``"x"`` and whose retry time is ``"soon"``; entry B, newer, is valid. The receiver is down (503) at the first
+    flush and up (the local capture) at the second, 31 s later."""
+    from tortoise_sim.spool import entry_key, local_capture_post
+
+    root = ctx.tmp_path / "spool"
+    sim = new_sim(ctx, spool_dir=str(root))
+    try:
+        sp = sim.spool()
+        sp.spool_write("a", [{"role": "user", "content": "decision: file the spool oldest first"},
+                             {"role": "assistant", "content": "ok"}], "claude", "hook", "m1")
+        sp.spool_write("b", TURNS, "claude", "hook", "m1")
+        meta_a = root / "entries" / f"{entry_key('a')}.meta.json"
+        bad = {**json.loads(meta_a.read_text(encoding="utf-8")), "attempts": "x", "next_attempt_at_ms": "soon"}
+        meta_a.write_text(json.dumps(bad, indent=2), encoding="utf-8")
+        before = meta_a.read_bytes()
+        order: list[str] = []
+
+        def down(body: dict) -> int:
+            order.append(body["session_id"])
+            return 503
+
+        now = 1_000_000
+        c1 = sp.flush_spool(down, now)
+        a_unchanged = meta_a.read_bytes() == before
+        meta_b = sp.read_meta("b")
+        rows = sp.ledger_rows()
+        c2 = sp.flush_spool(local_capture_post(sim.capture_session), now + 31_000)
+        lanes = {sid: (sp.read_meta(sid) or {}).get("lane") for sid in ("a", "b")}
+        stored = {sid: _store_turns(sim, sid) for sid in ("a", "b")}
+    finally:
+        sim.close()
+    first = {k: c1[k] for k in ("posted", "failed", "transient", "filed")}
+    return Observation.from_checks({
+        "corrupt_entry_first_in_line": order == ["a", "b"],
+        "counts_posted_2_failed_1_transient_1": first == {"posted": 2, "failed": 1, "transient": 1, "filed": 0},
+        "ledger_entry_failed_with_repr": [(r["session_id"], r["reason"]) for r in rows] == [("a", "entry_failed")]
+        and rows[0]["detail"].startswith("unexpected failure while filing: ValueError("),
+        "corrupt_meta_left_unchanged": a_unchanged,
+        "later_entry_backed_off": meta_b["attempts"] == 1 and meta_b["next_attempt_at_ms"] == now + 30_000,
+        "both_filed_next_flush": c2["filed"] == 2 and lanes == {"a": "filed", "b": "filed"},
+        "store_holds_both_sessions": stored == {"a": 2, "b": 2},
+    }, measured={"first_flush": c1, "second_flush": c2, "post_order": order, "store_turns": stored},
+        evidence=json.dumps(rows)[:600])
+
+
+@claim("TOR-52", design=D, record="MEM-OBJ-capture-spool", kind="consequence",
+       statement="One torn byte in a spooled turn log loses the whole session: the flush reads the log as no turns "
+                 "and discards the entry.")
+def tor_52(ctx: ClaimContext) -> Observation:
+    """Spec §10.1 item 17: a turn log whose bytes are not UTF-8 reads as no turns, so the flush discards the entry
+    as ``transcript_empty`` and deletes both files, though three complete turns were on disk. Scenario: session
+    ``torn`` spools 3 turns, then an append of a 4th is killed inside a two-byte character; session ``later``,
+    newer, is valid. Faithful default against the hardened ``SimConfig(spool_turns_unreadable="keep")``, whose
+    entry survives and is filed whole at the session's next spool write."""
+    from tortoise_sim.spool import entry_key, local_capture_post
+
+    three = [{"role": "user", "content": "decision: spool every session"},
+             {"role": "assistant", "content": "ok"}, {"role": "user", "content": "and keep the ledger"}]
+    four = [*three, {"role": "assistant", "content": "noted: café ledger"}]
+    out: dict[str, dict[str, Any]] = {}
+    for mode in ("discard", "keep"):
+        root = ctx.tmp_path / f"spool-{mode}"
+        sim = new_sim(ctx, f"t-{mode}", spool_dir=str(root), spool_turns_unreadable=mode)
+        try:
+            sp = sim.spool()
+            sp.spool_write("torn", three, "claude", "hook", "m1")
+            log = root / "entries" / f"{entry_key('torn')}.turns.jsonl"
+            intact = log.read_bytes()
+            appended = (json.dumps(four[3], ensure_ascii=False) + "\n").encode("utf-8")
+            log.write_bytes(intact + appended[:appended.index("é".encode()) + 1])  # killed inside the é
+            sp.spool_write("later", TURNS, "claude", "hook", "m1")
+            complete_lines = log.read_bytes().count(b"\n")
+            counts = sp.flush_spool(local_capture_post(sim.capture_session), 1_000)
+            rows = [(r["session_id"], r["reason"], r["detail"].replace(str(root), "<spool>"))
+                    for r in sp.ledger_rows()]
+            res = {"complete_lines_on_disk": complete_lines, "counts": counts, "ledger": rows,
+                   "torn_files_left": [n for n in _entry_files(root) if n.startswith(entry_key("torn"))],
+                   "stored": {sid: _store_turns(sim, sid) for sid in ("torn", "later")}}
+            if mode == "keep":  # the session's next end rewrites the torn log; the next flush files it whole
+                sp.spool_write("torn", four, "claude", "hook", "m1")
+                res["refiled"] = sp.flush_spool(local_capture_post(sim.capture_session), 10**13)["filed"]
+                res["stored_after_rewrite"] = _store_turns(sim, "torn")
+            out[mode] = res
+        finally:
+            sim.close()
+    f, k = out["discard"], out["keep"]
+    return Observation.from_checks({
+        "three_complete_turns_on_disk": f["complete_lines_on_disk"] == 3,
+        "faithful_discards_transcript_empty": [r[:2] for r in f["ledger"]] == [("torn", "transcript_empty")]
+        and f["counts"]["discarded"] == 1,
+        "faithful_deletes_both_files": f["torn_files_left"] == [],
+        "faithful_store_has_none_of_it": f["stored"] == {"torn": 0, "later": 2},
+        "keep_keeps_both_files": len(k["torn_files_left"]) == 2 and k["counts"]["failed"] == 1,
+        "keep_ledger_names_the_file": [r[:2] for r in k["ledger"]] == [("torn", "transcript_unreadable")]
+        and entry_key("torn") in k["ledger"][0][2] and "UTF-8" in k["ledger"][0][2],
+        "keep_later_entry_filed": k["stored"] == {"torn": 0, "later": 2},
+        "keep_files_whole_session_after_rewrite": k["refiled"] == 1 and k["stored_after_rewrite"] == 4,
+    }, measured=out, evidence=json.dumps({m: out[m]["ledger"] for m in out})[:600])
