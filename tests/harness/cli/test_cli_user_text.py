@@ -214,3 +214,13 @@ def test_a_shortened_error_keeps_the_file_name_whole():
     assert line.startswith(f"{path}: line 3: unexpected value"), line
     assert line.endswith("...") and len(line) < len(path) + 200
     assert describe_error(ValueError("a  b.json:\n  bad\tvalue")) == "a  b.json: bad value"
+
+
+def test_the_usage_error_example_of_the_cli_page_is_what_memsim_prints():
+    import re
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "cli.md").read_text(encoding="utf-8")
+    (example,) = re.findall(r"``(error: memsim bench locomo: .*?)``", page, re.S)
+    r = CliRunner().invoke(app, ["bench", "locomo", "--k", "0"], prog_name="memsim")
+    assert r.exit_code == 2
+    assert " ".join(example.split()) == r.stderr.strip(), (example, r.stderr)
