@@ -374,7 +374,8 @@ class Spool:
         skipped_quarantine, discarded, permanent, transient, failed}``.
 
         Each entry is filed under its own guard (item 15, TOR-51): any exception while filing one entry (its
-        retry time, its turn-log read, the post, the bookkeeping after the post) is caught for that entry alone:
+        retry time, its turn-log read, the post, the bookkeeping after the post; also the discard of a corrupt meta,
+        item 9, e.g. a directory where the meta file should be) is caught for that entry alone:
         ledger ``entry_failed`` with detail ``unexpected failure while filing: <repr>``, the entry's files kept,
         a best-effort retry write (``attempts = int(<attempts read before the post> or 0) + 1`` and its backoff;
         nothing written when that raises, e.g. ``attempts: "x"``), and the flush goes on with the next entry. The
@@ -389,7 +390,16 @@ class Spool:
         entries = []
         for key, meta in self._all_meta():
             if meta is None:
-                self._corrupt(key)
+                # item 9 under the same guard: a corrupt meta that cannot even be deleted (a directory in its
+                # place) is that entry's failure, not the flush's
+                try:
+                    self._corrupt(key)
+                except Exception as exc:
+                    with contextlib.suppress(Exception):
+                        self._discard(f"unreadable:{key}", None, "entry_failed",
+                                      f"unexpected failure while filing: {exc!r}")
+                    counts["failed"] += 1
+                    continue
                 counts["discarded"] += 1
                 continue
             entries.append((key, meta))

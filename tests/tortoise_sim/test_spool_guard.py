@@ -228,3 +228,16 @@ def test_failure_in_the_bookkeeping_after_a_2xx(tmp_path):
     assert sp.ledger_rows()[0]["detail"].startswith("unexpected failure while filing: AttributeError(")
     meta = sp.read_meta("a")
     assert meta["session_id"] == "a" and meta["attempts"] == 1 and meta["lane"] == "pending"
+
+
+def test_a_meta_that_cannot_be_discarded_does_not_stop_the_flush(tmp_path):
+    """Item 9 under item 15's guard: a directory where a meta file should be cannot be parsed nor deleted; that
+    entry is recorded as failed and the valid entry is still filed."""
+    sp = _two_entries(tmp_path)
+    bad = tmp_path / "entries" / "0000.meta.json"
+    bad.mkdir()
+    c = sp.flush_spool(lambda b: 200, 1)
+    assert (c["filed"], c["failed"], c["discarded"]) == (2, 1, 0), c
+    rows = [(r["session_id"], r["reason"]) for r in sp.ledger_rows()]
+    assert rows == [("unreadable:0000", "corrupt_entry"), ("unreadable:0000", "entry_failed")]
+    assert bad.is_dir()
