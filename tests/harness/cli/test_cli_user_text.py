@@ -224,3 +224,14 @@ def test_the_usage_error_example_of_the_cli_page_is_what_memsim_prints():
     r = CliRunner().invoke(app, ["bench", "locomo", "--k", "0"], prog_name="memsim")
     assert r.exit_code == 2
     assert " ".join(example.split()) == r.stderr.strip(), (example, r.stderr)
+
+
+def test_cli_modules_print_only_through_the_boundary_consoles():
+    """A console built elsewhere would have markup and emoji codes on again (rich's defaults)."""
+    import re
+
+    cli = Path(__file__).resolve().parents[3] / "harness" / "cli"
+    offenders = [f"{p.name}:{i}" for p in sorted(cli.glob("*.py")) if p.name != "boundary.py"
+                 for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+                 if re.search(r"\bConsole\(|rich\.print|from rich import print|markup\.escape|\[/\]", line)]
+    assert offenders == []
