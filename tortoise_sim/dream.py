@@ -19,6 +19,12 @@ Speed options (same beliefs, same store either way): `ep_engine` (default "fused
 the previous engines) and `store_io` (default "bulk": Arrow snapshot reads, whole-column reads and `LOAD FROM`
 writes for large batches; "unwind": the previous row-by-row reads, `IN` lists and `UNWIND` writes).
 
+Edge writes (`dream(..., edge_write=...)`, same store either way): `"rewrite"` (default) writes a flush's edge
+messages by deleting and creating again every IMPL/NAND edge of the sources it writes to, all properties and the
+snapshot order kept; `"update"` is the previous in-place SET. Kuzu 0.11.3 reads in-place-updated edges back wrong
+after a checkpoint on larger stores and then fails the next in-place update (`KU_UNREACHABLE`): the second dream
+of such a store (see `_write_edge_msgs`).
+
 Scope (`dream(..., scope=...)`): `"component"` (default) runs a local pass over a snapshot of only the connected
 component(s) of the dirty roots: the whole edge table is read (its order kept), but only the component's Points,
 and the settle and trivial-stamp writes go through `TortoiseStore.by_ids`. Every step of a local pass with a finite
@@ -46,7 +52,7 @@ from .store import KEYED_MAX
 __all__ = [
     "CalibrationError", "BudgetExceededError", "snapshot", "load_factor_graph", "flush", "write_back", "run",
     "dream", "dream_window", "get_confidence", "ingest_dream", "calibration_violations", "DreamResult",
-    "component_snapshot", "SCOPES",
+    "component_snapshot", "SCOPES", "EDGE_WRITES",
 ]
 
 # §12 Dream constants
@@ -231,7 +237,7 @@ def _set_rows(store: Any, rows: list[dict[str, Any]], unwind: str, load: str, st
 
 
 def flush(store: Any, loaded: LoadedGraph, result: EPResult, epoch_snapshot: int, *,
-          store_io: str = "bulk") -> bool:
+          store_io: str = "bulk", edge_write: str = "rewrite") -> bool:
     """§9.7 flush: per claim of 𝒞 `confidence` (4 dp), `posterior_*`, `ep_*` unless baseline; messages of the
     active factors on their edges; one transaction. Returns False (nothing written) when the epoch advanced.
 
@@ -269,6 +275,43 @@ def flush(store: Any, loaded: LoadedGraph, result: EPResult, epoch_snapshot: int
                       "n.posterior_beta = row.b",
                       "MATCH (n:Point {id: id}) SET n.confidence = c, n.posterior_alpha = a, n.posterior_beta = b",
                       store_io)
+        _write_edge_msgs(store, edge_rows, store_io, edge_write)
+    return True
+
+
+EDGE_WRITES = ("rewrite", "update")
+_PA_TYPES = {"INT64": "int64", "DOUBLE": "float64", "STRING": "string"}
+
+
+def _edge_columns() -> list[tuple[str, str]]:
+    """(name, Kuzu type) of every IMPL/NAND property, from the schema (the rewrite recreates all of them)."""
+    from .schema import _MSG_COLS
+
+    return [tuple(c.strip().split()) for c in _MSG_COLS.split(",")]  # type: ignore[misc]
+
+
+def _write_edge_msgs(store: Any, edge_rows: dict[tuple[str, str, str], dict[str, Any]], store_io: str,
+                     edge_write: str) -> None:
+    """The flush's edge-message writes, inside its transaction (`flush(..., edge_write=...)`, `dream(...)`).
+
+    * ``"rewrite"`` (default): every IMPL/NAND edge between Points leaving a source the flush writes to is read
+      (all its properties, in the order a snapshot reads them), deleted, and created again with the same
+      properties and the new messages, one relationship table at a time in the order read (one Kuzu thread, so
+      the creation order is the read order): a later snapshot reads the same edges, values and order as after
+      an in-place update.
+    * ``"update"``: the previous path, kept as a named option: one in-place SET per relationship table and
+      message column (``MATCH (a)-[r]->(b) SET r.msg_alpha = ...``).
+
+    Why the default changed (Kuzu 0.11.3, the last release): once in-place edge updates go through a CHECKPOINT
+    (an explicit one, or the one closing a store does), Kuzu reads some of those edges back wrong: with another
+    target Point (the one at offset 0) and ``idx`` NULL (seen on the 2,047-factor ``ep_scaling`` store, 4,094
+    Points, not on the 1,800-factor one), and from 2,048 factors on the next in-place SET fails with
+    ``KU_UNREACHABLE`` (``csr_node_group.cpp``), so the second dream of such a store raises out of its flush.
+    Edges deleted and created again read back unchanged through a checkpoint and take the next write.
+    ``benchmarks/dream_abort.py`` reproduces both in child processes."""
+    if edge_write not in EDGE_WRITES:
+        raise ValueError(f"edge_write must be one of {EDGE_WRITES}, got {edge_write!r}")
+    if edge_write == "update":
         for rel in ("IMPL", "NAND"):
             for has, cols in (("has_m", ("msg_alpha", "msg_beta")), ("has_b", ("back_msg_alpha", "back_msg_beta"))):
                 rows = [{"s": r["s"], "t": r["t"], "x": r["ma" if has == "has_m" else "ba"],
@@ -280,7 +323,64 @@ def flush(store: Any, loaded: LoadedGraph, result: EPResult, epoch_snapshot: int
                               f"SET r.{cols[0]} = row.x, r.{cols[1]} = row.y",
                               f"MATCH (a:Point {{id: s}})-[r:{rel}]->(b:Point {{id: t}}) "
                               f"SET r.{cols[0]} = x, r.{cols[1]} = y", store_io)
-    return True
+        return
+    cols = _edge_columns()
+    names = [c for c, _ in cols]
+    ret = ", ".join(f"r.{c} AS {c}" for c in names)
+    new = {rel: {(s, t): r for (rl, s, t), r in edge_rows.items() if rl == rel and (r["has_m"] or r["has_b"])}
+           for rel in ("IMPL", "NAND")}
+    sources = {rel: sorted({s for s, _ in new[rel]}) for rel in new}
+    olds: dict[str, list[dict[str, Any]]] = {"IMPL": [], "NAND": []}
+    if store_io == "bulk" and sum(map(len, sources.values())) >= BULK_MIN_ROWS:
+        # the snapshot's own statement shape (same plan, same order: a forward scan of each source's edges)
+        got = _columns(store, f"MATCH (a:Point)-[r:IMPL|NAND]->(b) RETURN a.id AS s, label(r) AS rel, b.id AS t, "
+                              f"label(b) AS tlabel, {ret}")
+        wanted = {rel: set(ids) for rel, ids in sources.items()}
+        for i, (src, rel, tl) in enumerate(zip(got["s"], got["rel"], got["tlabel"], strict=True)):
+            if tl == "Point" and src in wanted[rel]:
+                olds[rel].append({"s": src, "t": got["t"][i], **{c: got[c][i] for c in names}})
+    else:
+        for rel, ids in sources.items():
+            if ids:
+                olds[rel] = store.query(f"MATCH (a:Point)-[r:{rel}]->(b:Point) WHERE a.id IN $ids "
+                                        f"RETURN a.id AS s, b.id AS t, {ret}", {"ids": ids})
+    for rel in ("IMPL", "NAND"):
+        if not new[rel]:
+            continue
+        rows = []
+        for o in olds[rel]:
+            row = dict(o)
+            r = new[rel].get((o["s"], o["t"]))
+            if r is not None and r["has_m"]:
+                row.update(msg_alpha=r["ma"], msg_beta=r["mb"])
+            if r is not None and r["has_b"]:
+                row.update(back_msg_alpha=r["ba"], back_msg_beta=r["bb"])
+            rows.append(row)
+        # each (source, target) pair once: one keyed DELETE removes every edge of the pair (duplicates too); keyed
+        # at both ends, as the in-place SET was, so the change log (tortoise_sim.changes) can name the Points
+        pairs = list(dict.fromkeys((r["s"], r["t"]) for r in rows))
+        props = ", ".join(f"{c}: CAST(row.{c} AS {t})" for c, t in cols)
+        if store_io == "bulk" and len(rows) >= BULK_MIN_ROWS:
+            import pyarrow as pa
+
+            store.bulk_load(f"LOAD FROM tbl MATCH (a:Point {{id: s}})-[r:{rel}]->(b:Point {{id: t}}) DELETE r "
+                            "RETURN count(*) AS n", pa.table({"s": pa.array([s for s, _ in pairs], pa.string()),
+                                                              "t": pa.array([t for _, t in pairs], pa.string())}))
+            table = pa.table({"s": pa.array([r["s"] for r in rows], pa.string()),
+                              "t": pa.array([r["t"] for r in rows], pa.string()),
+                              **{c: pa.array([r[c] for r in rows], getattr(pa, _PA_TYPES[t])()) for c, t in cols}})
+            # one thread: a parallel scan of the table would create the edges out of order
+            store._kuzu_conn.set_max_threads_for_exec(1)
+            try:
+                store.bulk_load(f"LOAD FROM tbl MATCH (a:Point {{id: s}}) MATCH (b:Point {{id: t}}) CREATE (a)-[:{rel} "
+                                "{" + ", ".join(f"{c}: {c}" for c in names) + "}]->(b) RETURN count(*) AS n", table)
+            finally:
+                store._kuzu_conn.set_max_threads_for_exec(0)  # 0: the database's default again
+        else:
+            store.execute(f"UNWIND $rows AS row MATCH (a:Point {{id: row.s}})-[r:{rel}]->(b:Point {{id: row.t}}) "
+                          "DELETE r", {"rows": [{"s": s, "t": t} for s, t in pairs]})
+            store.execute(f"UNWIND $rows AS row MATCH (a:Point {{id: row.s}}) MATCH (b:Point {{id: row.t}}) "
+                          f"CREATE (a)-[:{rel} {{{props}}}]->(b)", {"rows": rows})
 
 
 def write_back(store: Any, loaded: LoadedGraph, result: EPResult, *, stamp: bool,
@@ -315,7 +415,8 @@ def write_back(store: Any, loaded: LoadedGraph, result: EPResult, *, stamp: bool
 
 def run(store: Any, seed_ids: Iterable[str], max_hops: int | None = MAX_HOPS, evidence: Any = None, *,
         warm_start: bool = False, gamma: float = 1e-3, snap: GraphSnapshot | None = None,
-        epoch: int | None = None, ep_engine: str = "fused", store_io: str = "bulk") -> dict[str, Any]:
+        epoch: int | None = None, ep_engine: str = "fused", store_io: str = "bulk",
+        edge_write: str = "rewrite") -> dict[str, Any]:
     """Upstream `ep.run` (§9.6): affected set from the seeds, EP with the store's `ep_max_iter`/`ep_tol`, flush.
     `evidence` is accepted for signature parity and unused (priors come from the stored baselines).
     `ep_engine` is `run_ep`'s `engine`; `store_io` chooses how the snapshot is read and the flush written
@@ -328,7 +429,7 @@ def run(store: Any, seed_ids: Iterable[str], max_hops: int | None = MAX_HOPS, ev
     loaded, epoch, affected = load_factor_graph(store, seed_ids, max_hops, snap, epoch, store_io=store_io)
     result = run_ep(loaded.fg, max_iter=store.cfg.ep_max_iter, tol=store.cfg.ep_tol, warm_start=warm_start,
                     gamma=gamma, engine=ep_engine)
-    written = flush(store, loaded, result, epoch, store_io=store_io)
+    written = flush(store, loaded, result, epoch, store_io=store_io, edge_write=edge_write)
     return {"iterations": result.iterations, "converged": result.converged, "beliefs": result.beliefs,
             "affected": sorted(affected), "flush_skipped": not written, "truncated": loaded.truncated,
             "warnings": loaded.warnings, "warm_skipped": result.warm_skipped, "_loaded": loaded,
@@ -444,7 +545,7 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
                stamp: bool, result: DreamResult, exclude_ops: set[str] | None = None,
                selected: tuple[list[str], list[EdgeRow]] | None = None, stamp_trivial: bool = True,
                ep_engine: str = "fused", store_io: str = "bulk", snap: GraphSnapshot | None = None,
-               epoch: int | None = None) -> tuple[bool, set[str], list[str]]:
+               epoch: int | None = None, edge_write: str = "rewrite") -> tuple[bool, set[str], list[str]]:
     """One local batch: selector -> `ep.run` -> write-back -> root bookkeeping. Returns (converged, 𝒞, operators
     used). `stamp_trivial=False` leaves factor-less anchors to the caller (window/full stamp them only when every
     chunk converged). A caller passing `snap` (the component scope) passes the epoch read before taking it; the
@@ -460,7 +561,7 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
     converged = True
     if seeds:
         out = run(store, seeds, max_hops, warm_start=warm_start, snap=snap, epoch=epoch, ep_engine=ep_engine,
-                  store_io=store_io)
+                  store_io=store_io, edge_write=edge_write)
         result.batches += 1
         result.iterations += out["iterations"]
         result.converged = out["converged"]
@@ -489,12 +590,15 @@ def _run_batch(store: Any, anchors: list[str], *, max_hops: int | None, op_cap: 
 def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int | None = MAX_HOPS,
           require_calibration: bool | None = None, stamp_dreamed_at: bool = True, mode: str | None = None,
           budget: int | None = None, warm_start: bool = True, progress: Progress | None = None,
-          ep_engine: str = "fused", store_io: str = "bulk", scope: str = "component") -> DreamResult:
+          ep_engine: str = "fused", store_io: str = "bulk", scope: str = "component",
+          edge_write: str = "rewrite") -> DreamResult:
     """§9.8 dream. Mode: explicit `mode` wins; `full=True` (or `dirty_only=False` [SIM]) => full; dirty roots =>
     local; fewer than 50 operator Points => full; else local. TOR-17, TOR-19, TOR-20, TOR-21, TOR-50.
     `ep_engine` and `store_io` choose the EP engine and how the graph is read and written (see `run`); `scope`
     ("component", default, or "graph", the previous path) how much of the graph a local pass reads (module doc)."""
     _check_store_io(store_io)
+    if edge_write not in EDGE_WRITES:
+        raise ValueError(f"edge_write must be one of {EDGE_WRITES}, got {edge_write!r}")
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
     if mode not in (None, "local", "window", "full"):
@@ -508,7 +612,7 @@ def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int
         if mode == "local" or store.dirty_roots:
             return _dream_component(store, max_hops=max_hops, budget=budget, warm_start=warm_start,
                                     stamp=stamp_dreamed_at, progress=progress, ep_engine=ep_engine,
-                                    store_io=store_io)
+                                    store_io=store_io, edge_write=edge_write)
     snap = snapshot(store, store_io=store_io)
     if gate:
         bad = calibration_violations(store, snap)
@@ -529,7 +633,7 @@ def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int
     if mode == "window":
         return dream_window(store, budget=WINDOW_BUDGET if budget is None else budget, max_hops=max_hops,
                             warm_start=warm_start, stamp_dreamed_at=stamp_dreamed_at, progress=progress,
-                            _gate_checked=True, ep_engine=ep_engine, store_io=store_io)
+                            _gate_checked=True, ep_engine=ep_engine, store_io=store_io, edge_write=edge_write)
     result = DreamResult(mode=mode)
     if mode == "local":
         anchors = sorted(store.dirty_roots)
@@ -537,17 +641,20 @@ def dream(store: Any, dirty_only: bool = True, full: bool = False, max_hops: int
             result.noop = True
             return result
         _, _, ops = _run_batch(store, anchors, max_hops=max_hops, op_cap=budget or OP_CAP, warm_start=warm_start,
-                               stamp=stamp_dreamed_at, result=result, ep_engine=ep_engine, store_io=store_io)
+                               stamp=stamp_dreamed_at, result=result, ep_engine=ep_engine, store_io=store_io,
+                               edge_write=edge_write)
         result.budget_used = len(ops)
         if progress:
             progress(1, 1)
         return result
     return _dream_full(store, snap, result, max_hops=max_hops, budget=budget, warm_start=warm_start,
-                       stamp=stamp_dreamed_at, progress=progress, ep_engine=ep_engine, store_io=store_io)
+                       stamp=stamp_dreamed_at, progress=progress, ep_engine=ep_engine, store_io=store_io,
+                       edge_write=edge_write)
 
 
 def _dream_component(store: Any, *, max_hops: int, budget: int | None, warm_start: bool, stamp: bool,
-                     progress: Progress | None, ep_engine: str, store_io: str) -> DreamResult:
+                     progress: Progress | None, ep_engine: str, store_io: str,
+                     edge_write: str = "rewrite") -> DreamResult:
     """The local pass of `dream` on a snapshot of the dirty roots' components (scope "component"): the same
     batch, read once, the epoch read before the snapshot."""
     if budget is not None and budget <= 0:
@@ -561,7 +668,7 @@ def _dream_component(store: Any, *, max_hops: int, budget: int | None, warm_star
     snap = component_snapshot(store, anchors, store_io=store_io)
     _, _, ops = _run_batch(store, anchors, max_hops=max_hops, op_cap=budget or OP_CAP, warm_start=warm_start,
                            stamp=stamp, result=result, ep_engine=ep_engine, store_io=store_io, snap=snap,
-                           epoch=epoch)
+                           epoch=epoch, edge_write=edge_write)
     result.budget_used = len(ops)
     if progress:
         progress(1, 1)
@@ -575,7 +682,7 @@ def _chunks(ids: list[str], size: int | None = None) -> list[list[str]]:
 
 def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hops: int | None, budget: int | None,
                 warm_start: bool, stamp: bool, progress: Progress | None, ep_engine: str = "fused",
-                store_io: str = "bulk") -> DreamResult:
+                store_io: str = "bulk", edge_write: str = "rewrite") -> DreamResult:
     n_ops = sum(1 for p in snap.points.values() if p.is_op)
     if n_ops > FULL_PASS_CEILING:
         raise BudgetExceededError(f"full pass aborted: {n_ops} operators > {FULL_PASS_CEILING}")
@@ -593,7 +700,7 @@ def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hop
         # write-backs change numbers, never topology, so the plans made up front stay valid
         _, affected, ops = _run_batch(store, chunk, max_hops=max_hops, op_cap=cap, warm_start=warm_start,
                                       stamp=stamp, result=result, selected=plan, stamp_trivial=False,
-                                      ep_engine=ep_engine, store_io=store_io)
+                                      ep_engine=ep_engine, store_io=store_io, edge_write=edge_write)
         used_ops.update(ops)
         all_affected |= affected
         if progress:
@@ -611,7 +718,7 @@ def _dream_full(store: Any, snap: GraphSnapshot, result: DreamResult, *, max_hop
 def dream_window(store: Any, budget: int = WINDOW_BUDGET, *, max_hops: int | None = MAX_HOPS,
                  warm_start: bool = True, stamp_dreamed_at: bool = True, progress: Progress | None = None,
                  require_calibration: bool | None = None, _gate_checked: bool = False, ep_engine: str = "fused",
-                 store_io: str = "bulk") -> DreamResult:
+                 store_io: str = "bulk", edge_write: str = "rewrite") -> DreamResult:
     """§9.8 step 5: stale-first window (TOR-19). Claims ranked by (coalesce(lastDreamedAt, ''), id), LIMIT budget
     (all if none was ever stamped), plus the dirty roots; chunks of 2000; one selector call per chunk with
     `op_cap=budget` minus earlier chunks' operators; stop at `budget` distinct operators."""
@@ -649,7 +756,8 @@ def dream_window(store: Any, budget: int = WINDOW_BUDGET, *, max_hops: int | Non
         ops = [o for o in ops if o not in used][:remaining]
         _, affected, _ = _run_batch(store, chunk, max_hops=max_hops, op_cap=budget, warm_start=warm_start,
                                     stamp=stamp_dreamed_at, result=result, selected=(ops, direct),
-                                    stamp_trivial=False, ep_engine=ep_engine, store_io=store_io)
+                                    stamp_trivial=False, ep_engine=ep_engine, store_io=store_io,
+                                    edge_write=edge_write)
         used.extend(ops)
         covered |= affected
         if progress:
