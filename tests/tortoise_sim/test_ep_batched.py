@@ -83,8 +83,19 @@ CASES = [(mod, name, fn, kw) for mod in (test_ep, test_ep_crosscheck, test_ep_pr
          for name, fn, kw in _pure_tests(mod)]
 
 
-@pytest.mark.parametrize("mod, name, fn, kw", CASES, ids=[f"{m.__name__.split('.')[-1]}::{n}{sorted(k.values())}"
-                                                           for m, n, _, k in CASES])
+def _case_ids(cases: list[tuple[ModuleType, str, Callable[..., Any], dict[str, Any]]]) -> list[str]:
+    """Test ids that are the same in every process (pytest-xdist workers compare them): plain values are shown, any
+    other value (a lambda, an object) by its position among the cases of the same test."""
+    ids, seen = [], {}
+    for m, n, _, k in cases:
+        key = f"{m.__name__.split('.')[-1]}::{n}"
+        plain = all(isinstance(v, str | int | float | bool | type(None)) for v in k.values())
+        index = seen[key] = seen.get(key, -1) + 1
+        ids.append(f"{key}{sorted(k.values())}" if plain else f"{key}[case{index}]")
+    return ids
+
+
+@pytest.mark.parametrize("mod, name, fn, kw", CASES, ids=_case_ids(CASES))
 def test_existing_ep_tests_agree_under_both_engines(mod: ModuleType, name: str, fn: Callable[..., Any],
                                                     kw: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     both = _Both()
