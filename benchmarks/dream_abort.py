@@ -18,7 +18,8 @@ order a snapshot reads), so runs can be compared: a checkpoint changes nothing a
 with a checkpoint must leave the same store as the old path without one.
 
     .venv/bin/python -m benchmarks.dream_abort --factors 10000            # old path aborts, default completes
-    .venv/bin/python -m benchmarks.dream_abort --bisect 1000 10000        # smallest F whose old path aborts
+    .venv/bin/python -m benchmarks.dream_abort --sizes 2047 2048 2250     # the old path at each size
+    .venv/bin/python -m benchmarks.dream_abort --bisect 1000 3000         # a failing F whose F - 1 completes
 
 The base stores are cached in ``--cache`` (default ``$TMPDIR/memsim-dream-abort``); a cached base is reused.
 """
@@ -182,31 +183,41 @@ def run_child(n_factors: int, seed: int, cache: Path, edge_writes: tuple[str, st
             "child_wall_s": time.perf_counter() - t0, "result": result}
 
 
-def smallest_aborting(lo: int, hi: int, seed: int, cache: Path, *, between: str = "checkpoint",
-                      log: Any = None) -> dict[str, Any]:
-    """Bisect the factor count in [lo, hi] for the smallest store whose old path (``update`` twice) fails on the
-    second dream, assuming failure is monotone in between (every probe is recorded, so a non-monotone answer
-    shows). ``hi`` must fail and ``lo`` complete, else the probes say so and ``smallest`` is None."""
+def probe_sizes(sizes: list[int], seed: int, cache: Path, *, between: str = "checkpoint",
+                log: Any = None) -> list[dict[str, Any]]:
+    """The old path (``update`` twice) at each factor count, one child each: which sizes fail."""
     probes = []
-
-    def probe(n: int) -> bool:
+    for n in sizes:
         r = run_child(n, seed, cache, ("update", "update"), between)
         probes.append({"factors": n, "completed": r["completed"], "ku_unreachable": r["ku_unreachable"],
                        "returncode": r["returncode"], "signal": r["signal"]})
         if log:
             log(f"  {n} factors: {'completed' if r['completed'] else 'failed'} (rc {r['returncode']}"
                 f"{', KU_UNREACHABLE' if r['ku_unreachable'] else ''})")
-        return not r["completed"]
+    return probes
 
-    if not probe(hi) or probe(lo):
-        return {"lo": lo, "hi": hi, "smallest": None, "probes": probes}
+
+def failing_boundary(lo: int, hi: int, seed: int, cache: Path, *, between: str = "checkpoint",
+                     log: Any = None) -> dict[str, Any]:
+    """Bisect [lo, hi] (``hi`` failing, ``lo`` completing) for a factor count F whose old path fails while F - 1
+    completes. The failure is not monotone in F (seed 0: 2,048 fails, 2,250 and 2,281 complete), so this is a
+    boundary, not the smallest failing size; every probe is recorded. ``boundary`` is None when ``hi`` completes
+    or ``lo`` fails."""
+    probes: list[dict[str, Any]] = []
+
+    def fails(n: int) -> bool:
+        probes.extend(probe_sizes([n], seed, cache, between=between, log=log))
+        return not probes[-1]["completed"]
+
+    if not fails(hi) or fails(lo):
+        return {"lo": lo, "hi": hi, "boundary": None, "probes": probes}
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if probe(mid):
+        if fails(mid):
             hi = mid
         else:
             lo = mid
-    return {"lo": lo, "hi": hi, "smallest": hi, "probes": probes}
+    return {"lo": lo, "hi": hi, "boundary": hi, "probes": probes}
 
 
 RUNS = {  # name: (edge write of the first dream, of the second, between them: None = the compare's `between`)
@@ -243,7 +254,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--between", choices=BETWEEN, default="checkpoint")
     ap.add_argument("--bisect", type=int, nargs=2, metavar=("LO", "HI"), default=None,
-                    help="find the smallest factor count in [LO, HI] whose old path fails")
+                    help="bisect [LO, HI] for a factor count whose old path fails while one fewer completes")
+    ap.add_argument("--sizes", type=int, nargs="+", default=None, help="run the old path at each of these sizes")
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--json", type=Path, default=None, help="also write the result to this file")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -251,9 +263,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.child is not None:
         _child(args.child)
         return {}
-    if args.bisect:
-        out = smallest_aborting(args.bisect[0], args.bisect[1], args.seed, args.cache, between=args.between,
-                                log=lambda m: print(m, flush=True))
+    log = lambda m: print(m, flush=True)  # noqa: E731
+    if args.sizes:
+        out = {"probes": probe_sizes(args.sizes, args.seed, args.cache, between=args.between, log=log)}
+    elif args.bisect:
+        out = failing_boundary(args.bisect[0], args.bisect[1], args.seed, args.cache, between=args.between, log=log)
     else:
         out = compare(args.factors, args.seed, args.cache, between=args.between)
         for k, r in out["runs"].items():
@@ -268,7 +282,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.json.write_text(text + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
     else:
-        print(text[-3000:] if args.bisect else "")
+        print(text[-3000:] if (args.bisect or args.sizes) else "")
     return out
 
 

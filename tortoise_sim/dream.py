@@ -305,8 +305,10 @@ def _write_edge_msgs(store: Any, edge_rows: dict[tuple[str, str, str], dict[str,
     Why the default changed (Kuzu 0.11.3, the last release): once in-place edge updates go through a CHECKPOINT
     (an explicit one, or the one closing a store does), Kuzu reads some of those edges back wrong: with another
     target Point (the one at offset 0) and ``idx`` NULL (seen on the 2,047-factor ``ep_scaling`` store, 4,094
-    Points, not on the 1,800-factor one), and from 2,048 factors on the next in-place SET fails with
-    ``KU_UNREACHABLE`` (``csr_node_group.cpp``), so the second dream of such a store raises out of its flush.
+    Points, not on the 1,800-factor one), and on the 2,048-factor store (4,096 Points; the smallest found) and
+    many larger ones (not all: 2,250 completes) the next in-place SET fails with ``KU_UNREACHABLE``
+    (``csr_node_group.cpp``), so the second dream of such a store raises out of its flush (its transaction rolls
+    back: the store reads as before that dream).
     Edges deleted and created again read back unchanged through a checkpoint and take the next write.
     ``benchmarks/dream_abort.py`` reproduces both in child processes."""
     if edge_write not in EDGE_WRITES:

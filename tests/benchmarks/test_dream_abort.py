@@ -1,5 +1,6 @@
-"""The Kuzu failure on a second dream, on the smallest ep_scaling store that shows it (2,048 factors, 4,096 Points;
-2,047 factors complete), each dream pair in a child process: with a CHECKPOINT between the dreams the old
+"""The Kuzu failure on a second dream, on the smallest ep_scaling store found to show it (2,048 factors, 4,096
+Points; every size tried below completes: 300-2,047 sampled, 2,040-2,047 included), each dream pair in a child
+process: with a CHECKPOINT between the dreams the old
 in-place edge write fails in Kuzu (KU_UNREACHABLE) and the child dies without a result, while the default
 delete-and-create write completes, reads the same edges through the checkpoint and leaves the same store as the
 old write without a checkpoint."""
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from benchmarks import dream_abort
 
-SMALLEST_ABORTING = 2048  # found with `python -m benchmarks.dream_abort --bisect 1000 10000`
+SMALLEST_ABORTING = 2048  # `python -m benchmarks.dream_abort --sizes 2040 2047 2048` (not monotone: 2,250 completes)
 
 
 def test_second_dream_after_checkpoint_old_write_fails_default_completes(tmp_path: Path) -> None:
