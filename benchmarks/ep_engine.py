@@ -9,9 +9,13 @@ Two sections, each measured side by side in one run, "before" = the previous def
    with ``==``. One more instrumented fused run splits the time into LAPACK eigenvalues, Jacobi polynomial
    recurrences, Legendre/Gegenbauer rules (alpha == beta, scipy's scalar path), tilted moments and the rest.
 2. **Dream pass** (``dream(mode="local", budget=F)``) on a fresh on-disk Kuzu store per run (the
-   ``ep_scaling`` graph and bulk load): before = ``ep_engine="batched", store_io="unwind", scope="graph"``,
-   after = the defaults (``"fused"``, ``"bulk"``, ``"component"``); split into load, EP, flush + write-back (with the feed events separately);
-   the two stores' Point EP columns, edge messages and feeds are compared.
+   ``ep_scaling`` graph and bulk load): before = ``ep_engine="batched", store_io="unwind", scope="graph",
+   edge_write="update"``, after = the defaults (``"fused"``, ``"bulk"``, ``"component"``, ``"rewrite"``); split
+   into load, EP, flush + write-back (with the feed events separately); the two stores' Point EP columns, edge
+   messages and feeds are compared.
+4. **Two dreams in a row** with a CHECKPOINT between, at the dream size, each run in a child process
+   (``benchmarks.dream_abort.compare``): Kuzu 0.11.3 fails the old in-place edge update there; the default
+   delete-and-create write completes and leaves the same store as the old write without the checkpoint.
 3. **Eigenvalues** (why LAPACK ``dsterf`` runs, and whether its bits come cheaper): the nodes of every
    Gauss-Jacobi rule are the eigenvalues of its 8 x 8 Jacobi matrix (Golub-Welsch, as scipy's ``roots_jacobi``),
    so each distinct cavity (alpha, beta) costs one ``dsterf``. The Jacobi matrices the fused engine solves in one
@@ -187,7 +191,8 @@ def _dream_once(n_factors: int, seed: int, tmp: Path, before: bool, tag: str) ->
     es.bulk_load(store, es.generate(n_factors, seed))
     gauss_jacobi_nodes.cache_clear()
     gc.collect()
-    opts = {"ep_engine": "batched", "store_io": "unwind", "scope": "graph"} if before else {}
+    opts = ({"ep_engine": "batched", "store_io": "unwind", "scope": "graph", "edge_write": "update"} if before
+            else {})
     events = _Split({"events": (store, "emit_events")})
     with es._Timers() as tm, events:
         t0 = time.perf_counter()
@@ -332,10 +337,23 @@ def eig_section(n_factors: int, seed: int, repeat: int) -> dict[str, Any]:
             "ratio": med["per_matrix"] / med["stacked"], "bit_identical": bool(same)}
 
 
+def second_dream_section(n_factors: int, seed: int, tmp: Path) -> dict[str, Any]:
+    """``benchmarks.dream_abort.compare`` at this size: two dreams in a row with a CHECKPOINT between, each run
+    in a child process (old edge write, default, old then default, and the old one without the checkpoint)."""
+    from benchmarks import dream_abort
+
+    return dream_abort.compare(n_factors, seed, tmp / "second_dream")
+
+
+def _dreams_s(run: dict[str, Any]) -> float | None:
+    res = run.get("result")
+    return sum(d["wall_s"] for d in res["dreams"]) if res else None
+
+
 def levels(res: dict[str, Any]) -> list[dict[str, Any]]:
     ep, dm = res["ep"], res["dream"]
     after = dm["median"]["after"]
-    return [
+    out = [
         {"level": f"run_ep on the {ep['factors']:,}-factor ep_scaling graph <= {LEVELS['run_ep_s']} s, bit-identical",
          "measured_s": ep["fused_median_s"], "before_s": ep["batched_median_s"], "bit_identical": ep["bit_identical"],
          "met": ep["fused_median_s"] <= LEVELS["run_ep_s"] and ep["bit_identical"]},
@@ -344,6 +362,16 @@ def levels(res: dict[str, Any]) -> list[dict[str, Any]]:
          "bit_identical": dm["same_points"] and dm["same_edges"] and dm["same_feed"],
          "met": after["wall_s"] <= LEVELS["dream_s"] and dm["same_points"] and dm["same_edges"] and dm["same_feed"]},
     ]
+    sd = res.get("second_dream")
+    if sd:
+        runs = sd["runs"]
+        same = sd["same_as_reference"]["default"]
+        out.append({"level": f"two dreams in a row at {sd['factors']:,} factors with a CHECKPOINT between complete "
+                             "(default edge write), same store as the old write without the checkpoint",
+                    "measured_s": _dreams_s(runs["default"]),
+                    "before_s": _dreams_s(runs["old"]) if "old" in runs else None,
+                    "bit_identical": same, "met": runs["default"]["completed"] and same})
+    return out
 
 
 def render(payload: dict[str, Any]) -> str:
@@ -386,9 +414,10 @@ def render(payload: dict[str, Any]) -> str:
                                "blocks)", eig["stacked_median_s"],
                                1e6 * eig["stacked_median_s"] / max(eig["matrices"], 1), eig["bit_identical"]]])
                   + f"\n\nStacked / per-matrix speed-up: {eig['ratio']:.2f}x.\n\n")
+    sd_md = _second_dream_md(payload["second_dream"]) if payload.get("second_dream") else ""
     return ("# EP engine and dream pass: before and after, side by side\n\n"
             "Before = the previous default kept as a named option (`run_ep(engine=\"batched\")`; "
-            "`dream(ep_engine=\"batched\", store_io=\"unwind\", scope=\"graph\")`), after = the new default. Identical means "
+            "`dream(ep_engine=\"batched\", store_io=\"unwind\", scope=\"graph\", edge_write=\"update\")`), after = the new default. Identical means "
             "bit for bit: EP beliefs, boundary beliefs and messages compared with `np.array_equal`, iteration "
             "counts equal; for the dream pass every Point's EP columns and timestamps, every edge message and every "
             "feed row equal.\n\n"
@@ -397,7 +426,41 @@ def render(payload: dict[str, Any]) -> str:
             "## Where the fused engine's time goes (one instrumented run)\n\n"
             + md_table(["part", "s", "share"], parts) + "\n\n"
             "## Dream pass phases (median s)\n\n"
-            + md_table(["phase", "before", "after"], phases) + "\n\n" + eig_md + meta_block(meta) + "\n")
+            + md_table(["phase", "before", "after"], phases) + "\n\n" + sd_md + eig_md + meta_block(meta) + "\n")
+
+
+def _outcome(run: dict[str, Any]) -> str:
+    if run["completed"]:
+        return "completed"
+    how = "timed out" if run.get("timed_out") else (f"killed by {run['signal']}" if run.get("signal")
+                                                    else f"exit status {run['returncode']}")
+    return f"failed ({how}{', Kuzu KU_UNREACHABLE' if run['ku_unreachable'] else ''})"
+
+
+def _second_dream_md(sd: dict[str, Any]) -> str:
+    """The second-dream section, from ``benchmarks.dream_abort.compare``'s result."""
+    names = {"old": "old edge write (in-place SET) both times", "default": "default edge write (delete + create) "
+             "both times", "old_then_default": "old write, then the default one", "reference": "old edge write, "
+             "no checkpoint (reference)"}
+    rows = []
+    for key, run in sd["runs"].items():
+        res = run.get("result") or {}
+        walls = [d["wall_s"] for d in res.get("dreams", [])] + [None, None]
+        kept = res.get("edges_kept_between")
+        rows.append([names.get(key, key), " + ".join(run["edge_writes"]), run["between"], _outcome(run),
+                     walls[0], walls[1], "n/a" if kept is None else kept,
+                     "reference" if key == "reference" else sd["same_as_reference"].get(key)])
+    failed = [k for k, r in sd["runs"].items() if not r["completed"]]
+    tails = "".join(f"\n\nLast stderr line of `{k}`: `{sd['runs'][k]['stderr_tail'].splitlines()[-1]}`"
+                    for k in failed if sd["runs"][k]["stderr_tail"])
+    return (f"## Two dreams in a row, a CHECKPOINT between ({sd['factors']:,} factors)\n\n"
+            "Each run in its own child process (`benchmarks.dream_abort`): the store is opened, dreamed, every claim "
+            f"marked dirty again, then `{sd['between']}` (Kuzu writes the store's pages and empties its WAL; closing "
+            "a store does the same), and dreamed again. \"Edges unchanged\" compares every edge a snapshot reads "
+            "(values and order) before and after that step; \"same store\" compares every Point's EP columns, "
+            "every edge message, every feed row and the edge order after both dreams with the reference run.\n\n"
+            + md_table(["run", "edge writes", "between", "outcome", "dream 1 s", "dream 2 s", "edges unchanged",
+                        "same store"], rows) + tails + "\n\n")
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
@@ -426,13 +489,15 @@ def main(argv: list[str] | None = None) -> list[Path]:
     res: dict[str, Any] = {}
     try:
         with progress_bar() as track:
-            for step in track(["ep", "eig", "dream"], description="ep-engine"):
+            for step in track(["ep", "eig", "dream", "second_dream"], description="ep-engine"):
                 if step == "ep":
                     res["ep"] = ep_section(sizes["ep"], args.seed, repeat)
                 elif step == "eig":
                     res["eig"] = eig_section(sizes["ep"], args.seed, repeat)
-                else:
+                elif step == "dream":
                     res["dream"] = dream_section(sizes["dream"], args.seed, tmp, args.dream_repeat)
+                else:
+                    res["second_dream"] = second_dream_section(sizes["dream"], args.seed, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     res["levels"] = levels(res)

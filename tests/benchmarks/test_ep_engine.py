@@ -9,14 +9,21 @@ from benchmarks import ep_engine
 
 
 def test_sections_levels_and_render(tmp_path: Path) -> None:
+    from benchmarks import dream_abort
+
     ep = ep_engine.ep_section(100, 0, 1)
     dm = ep_engine.dream_section(120, 1, tmp_path, 1)
+    sd = dream_abort.compare(120, 1, tmp_path / "second", runs=("default", "reference"))
     assert ep["bit_identical"] and ep["iterations"][0] == ep["iterations"][1] > 1
     assert dm["same_points"] and dm["same_edges"] and dm["same_feed"] and dm["feed_rows"] > 50
     assert set(ep["breakdown_s"]) >= {"tilted moments", "Jacobi polynomial recurrences"}
-    res = {"ep": ep, "dream": dm}
+    assert sd["runs"]["default"]["completed"] and sd["same_as_reference"] == {"default": True}
+    res = {"ep": ep, "dream": dm, "second_dream": sd}
     res["levels"] = ep_engine.levels(res)
-    assert [lv["met"] for lv in res["levels"]] == [ep["fused_median_s"] <= 0.5, dm["median"]["after"]["wall_s"] <= 3]
+    expected = [ep["fused_median_s"] <= 0.5 and ep["bit_identical"],
+                dm["median"]["after"]["wall_s"] <= 3 and dm["same_points"] and dm["same_edges"] and dm["same_feed"],
+                True]
+    assert [lv["met"] for lv in res["levels"]] == expected
     res["meta"] = {"machine": {"date_utc": "d", "cpu": "c", "affinity_cpus": 2, "cpu_count": 2, "mem_total_gib": 1,
                                "torch_threads": 1, "platform": "p", "python": "3", "versions": {}},
                    "seeds": {"graph": 0}, "quick": True, "wall_s": 1.0}
@@ -25,7 +32,15 @@ def test_sections_levels_and_render(tmp_path: Path) -> None:
     (out / "ep-engine.json").write_text(json.dumps(res), encoding="utf-8")
     ep_engine.main(["--render", "--out", str(out)])
     md = (out / "ep-engine.md").read_text(encoding="utf-8")
-    assert f"{ep['fused_median_s']:.3f}" in md and "## Levels" in md and ("met" in md or "missed" in md)
+    assert f"{ep['fused_median_s']:.3f}" in md
+    # the Levels table: one row per level of the payload, in order, each with the verdict its payload computed
+    section = md.split("## Levels\n", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| ") and not ln.startswith("| level |")]
+    assert [r.split(" | ")[0].removeprefix("| ") for r in rows] == [lv["level"] for lv in res["levels"]]
+    assert [r.rsplit(" | ", 1)[1].removesuffix(" |") for r in rows] == [
+        "met" if lv["met"] else "missed" for lv in res["levels"]]
+    assert "## Two dreams in a row, a CHECKPOINT between (120 factors)" in md
+    assert "| default edge write (delete + create) both times | rewrite + rewrite | checkpoint | completed |" in md
 
 
 def test_stacked_dsterf_equals_one_call_per_matrix_bitwise() -> None:
