@@ -268,15 +268,23 @@ def serve(
                                                         "$MEMSIM_BENCH_CACHE or ~/.cache/memsim/bench-serve).")] = None,
     load_seconds: Annotated[float | None, typer.Option(min=1.0, help="Length of the 8-client load test (default "
                                                                      "60; quick 15).")] = None,
+    decision_sizes: Annotated[list[int] | None, typer.Option(
+        "--decision-size", min=0, help="Sizes of the near-duplicate decision store (repeatable; default 2000, "
+                                       "20000, 100000; quick 1000; 0 = none).")] = None,
+    hook_exe: Annotated[str | None, typer.Option(help="A second memsim executable (e.g. a non-editable install's "
+                                                      "bin/memsim) timed beside the default in every warm "
+                                                      "section.")] = None,
     progress: ProgressOpt = True,
 ) -> None:
     """Tortoise hook end to end (spawn to JSON on stdout): cold (no service) vs warm (resident service) for courtesy
     and retrieval prompts per store size, the legacy typer path at the smallest size, the first hook after a
-    capture, 8 concurrent hook clients with a capture every 5 s, and the service's memory."""
+    capture, 8 concurrent hook clients with a capture every 5 s, and the service's memory; then the warm hook on a
+    near-duplicate store of template decisions."""
     from benchmarks import serve as mod
 
+    ds = None if decision_sizes is None else [n for n in decision_sizes if n]
     _run(mod.run, out, quick, progress, seed=seed, echo=_echo, sizes=list(sizes) if sizes else None,
-         cache_dir=cache_dir, load_seconds=load_seconds)
+         cache_dir=cache_dir, load_seconds=load_seconds, decision_sizes=ds, hook_exe=hook_exe)
 
 
 @app.command()

@@ -83,3 +83,49 @@ def test_first_volunteer_after_a_capture_is_one_number_the_hook_through_the_serv
     (lv,) = [x for x in serve.levels(rows) if x["level"].startswith("first service call after a capture")]
     assert lv["met"] is False and lv["measured"].startswith("p50 388 ms") and "in the service p50 30 ms" in lv[
         "measured"]
+
+
+def test_decision_store_and_second_install_levels_and_report():
+    rows = _rows()
+    server = rows[1]["warm_retrieval_server"]
+    drows = [{"points": 2000, "store": "decisions", "cold_retrieval": _s(900), "warm_courtesy": _s(40),
+              "warm_retrieval": _s(45), "warm_retrieval_alt": _s(35), "warm_courtesy_alt": _s(30),
+              "warm_alt_equals_warm": 3, "warm_retrieval_server": server, "service_rss_end_bytes": 4e8,
+              "cold_equals_warm": 2, "cold_equals_warm_of": 2},
+             {"points": 100_000, "store": "decisions", "cold_retrieval": _s(4000), "warm_courtesy": _s(40),
+              "warm_retrieval": _s(70), "warm_retrieval_alt": _s(58), "warm_courtesy_alt": _s(30),
+              "warm_alt_equals_warm": 3, "warm_retrieval_server": server, "service_rss_end_bytes": 9e8,
+              "cold_equals_warm": 1, "cold_equals_warm_of": 2}]
+    rows[1] = dict(rows[1], warm_retrieval_alt=_s(170), warm_alt_equals_warm=3)
+    installs = {"default": {"exe": "/v/bin/memsim", "editable": True, "python_start_p50_ms": 25.0},
+                "alt": {"exe": "/ne/bin/memsim", "editable": False, "python_start_p50_ms": 14.0}}
+    lv = {x["level"]: x for x in serve.levels(rows, drows, installs)}
+    d = lv["warm retrieval hook p50 <= 60 ms at 100,000 points (near-duplicate decision store)"]
+    assert d["met"] is False and d["measured"].startswith("p50 70 ms (by size 2,000: 45 ms, 100,000: 70 ms)")
+    assert lv["cold (in-process) and warm (service) hooks print the same on the decision store"]["met"] is False
+    alt = lv["warm retrieval hook p50 <= 60 ms at 100,000 points (near-duplicate decision store), hook from the "
+             "second install"]
+    assert alt["met"] is True and alt["measured"].startswith(
+        "p50 58 ms (non-editable install, bare interpreter start p50 14 ms) against 70 ms ")
+    assert "from the default (editable install, bare interpreter start p50 25 ms)" in alt["measured"]
+    assert lv["warm retrieval hook p50 <= 60 ms at 100,000 points, hook from the second install"]["met"] is False
+    assert serve.levels(rows) == serve.levels(rows, [], None)[:len(serve.levels(rows))]
+    payload = {"meta": {"machine": {"cpu": "x", "affinity_cpus": 2, "cpu_count": 2, "mem_total_gib": 1,
+                                    "torch_threads": 1, "platform": "p", "python": "3", "versions": {},
+                                    "date_utc": "d"}, "quick": True, "wall_s": 1.0, "installs": installs},
+               "builds": [{"points": 2000, "store": "decisions", "distinct_texts": 975, "embed_s": 1.0,
+                           "load_s": 1.0, "bytes": 2**20, "cached": True}],
+               "rows": rows, "decision_rows": drows, "ratios": serve.ratios(rows),
+               "levels": serve.levels(rows, drows, installs)}
+    md = serve.render_markdown(payload)
+    assert "## Near-duplicate store" in md and "| 2,000 | 975 | retrieval | warm, second install | 3 | 35 |" in md
+    assert "| 100,000 | retrieval | warm, second install |" in md and "non-editable install" in md
+
+
+def test_decision_store_texts_repeat_and_prompts_search():
+    from tortoise_sim.volunteer import has_intent
+
+    texts = serve.decisions(5000, 0)
+    assert texts == serve.decisions(5000, 0) and len(set(texts)) < len(texts) / 2
+    assert {t.split(":")[0] for t in texts} == {"decision"}
+    assert all(has_intent(q) for q in serve.decision_questions(40, 0))
