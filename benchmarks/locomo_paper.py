@@ -161,9 +161,9 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     if quick:
         chosen = [quick_slice(chosen[0])]
     track = track or (lambda it, description="", total=None: it)
-    if echo:  # loading the retrievers (a MiniLM model, two-tower models) takes seconds before the first bar
-        echo(f"loading retrievers {', '.join(names)} for {len(chosen)} conversation(s) ...")
-    built = get_retrievers(names)
+    # loading the retrievers (a MiniLM model, two-tower models) takes seconds: a one-step bar of its own
+    for _ in track([names], description=f"loading retrievers {', '.join(names)}", total=1):
+        built = get_retrievers(names)
     t_load = time.perf_counter() - t0
     per_retriever_s = dict.fromkeys(names, 0.0)
     results: list[UnitResult] = []

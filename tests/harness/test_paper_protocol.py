@@ -363,7 +363,7 @@ def test_cli_protocol_and_one_line_errors(tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists()
     missing = runner.invoke(app, ["bench", "locomo", "--protocol", "locomo-paper", "--data", str(f), "--arms", "none",
                                   "--retrievers", f"two-tower:{tmp_path / 'nq'},{tmp_path / 'nc'}", "--out",
-                                  str(tmp_path / "y")])
+                                  str(tmp_path / "y"), "--no-progress"])  # (with bars, the load's bar comes first)
     text = " ".join(missing.output.split())
     assert missing.exit_code == 1 and "Traceback" not in missing.output
     assert text.startswith("error:") and "cannot load the two-tower query model" in text and "nq" in text, text

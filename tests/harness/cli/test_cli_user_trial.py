@@ -298,7 +298,7 @@ def test_claims_and_fuzz_stopped_before_writing_leave_no_empty_folder(tmp_path: 
     assert res.exit_code != 0 and not (tmp_path / "f").exists()
 
 
-def test_paper_protocol_says_it_is_loading_its_retrievers_before_the_bar(tmp_path: Path) -> None:
+def test_paper_protocol_shows_its_retriever_load_as_a_bar(tmp_path: Path) -> None:
     from benchmarks import locomo_paper
 
     events: list[str] = []
@@ -310,5 +310,5 @@ def test_paper_protocol_says_it_is_loading_its_retrievers_before_the_bar(tmp_pat
 
     locomo_paper.run(tmp_path / "out", data=_tiny_locomo(tmp_path), retrievers="bm25", arms="none", track=track,
                      echo=lambda text: events.append(f"echo {text}"))
-    assert events[0] == "echo loading retrievers bm25 for 1 conversation(s) ..."
-    assert events[1] == "bar paper protocol: conversations x retrievers"
+    assert events[:2] == ["bar loading retrievers bm25", "bar paper protocol: conversations x retrievers"]
+    assert rec.bars[0] == ("loading retrievers bm25", 1)
