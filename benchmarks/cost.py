@@ -473,13 +473,21 @@ def np_synthetic_ratio(res: dict[str, Any]) -> tuple[float, bool] | None:
     return _ratio(r["np_faithful_ms"], r["np_cached_ms"]), ident
 
 
+def np_shipped_ratio(res: dict[str, Any]) -> tuple[float, bool] | None:
+    """``(cached-over-faithful speed-up, identical top-8 on every checked query)`` on the shipped bank, from an
+    engines payload's measured NP section; None where it was not measured (no AgentFly data)."""
+    nb = res.get("np_bank")
+    if not nb:
+        return None
+    same, total = (int(x) for x in str(nb["identical_top8"]).split("/"))
+    return float(nb["ratio_after"]), same == total and total > 0
+
+
 def _verdict(ratio: float, ident: bool = True) -> str:
     return "met" if ratio >= NP_CACHED_LEVEL_X and ident else "missed"
 
 
 def _shipped_bank_note(engines: dict[str, Any] | None) -> str:
-    from benchmarks.engines import np_shipped_ratio
-
     got = np_shipped_ratio(engines) if engines is not None else None
     if got is None:
         return "shipped bank: not in this results folder (engines.json, `memsim bench engines`)"

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import default_out_dir, machine_description, md_table, meta_block, write_results
+from benchmarks.cost import NP_CACHED_LEVEL_X, np_shipped_ratio, np_synthetic_ratio
 
 NAME = "engines"
 
@@ -408,8 +409,6 @@ def levels(res: dict[str, Any], serve: dict[str, Any] | None = None, cost: dict[
     ]
     nb = res.get("np_bank")
     if nb:
-        from benchmarks.cost import NP_CACHED_LEVEL_X
-
         ratio, ident = np_shipped_ratio(res) or (float("nan"), False)
         out.append({"level": f"NP cached >= {NP_CACHED_LEVEL_X}x faster than NP faithful at 1,278 cases, identical "
                              "rankings (judged here on the shipped bank; the synthetic CBR bank is judged on the cost "
@@ -422,19 +421,7 @@ def levels(res: dict[str, Any], serve: dict[str, Any] | None = None, cost: dict[
     return out
 
 
-def np_shipped_ratio(res: dict[str, Any]) -> tuple[float, bool] | None:
-    """``(cached-over-faithful speed-up, identical top-8 on every checked query)`` on the shipped bank, from an
-    engines payload's measured NP section; None where it was not measured (no AgentFly data)."""
-    nb = res.get("np_bank")
-    if not nb:
-        return None
-    same, total = (int(x) for x in str(nb["identical_top8"]).split("/"))
-    return float(nb["ratio_after"]), same == total and total > 0
-
-
 def _synthetic_bank_note(cost: dict[str, Any] | None) -> str:
-    from benchmarks.cost import NP_CACHED_LEVEL_X, np_synthetic_ratio
-
     got = np_synthetic_ratio(cost) if cost is not None else None
     if got is None:
         return "synthetic bank: not in this results folder (cost.json, `memsim bench cost`)"
