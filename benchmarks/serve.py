@@ -304,13 +304,15 @@ def latency_block(db: Path, prompts: list[str], n: int, label: str, track: Calla
 def interleaved_blocks(db: Path, prompts: list[str], n: int, label: str, track: Callable,
                        cmds: dict[str, list[str] | None]) -> dict[str, dict[str, Any]]:
     """:func:`latency_block` for several hook commands at once, alternating between them prompt by prompt (so a
-    busy moment of a shared machine falls on all of them alike); ``None`` = the default ``memsim``."""
+    busy moment of a shared machine falls on all of them alike) and swapping who goes first on every prompt (the
+    second one meets the query already encoded); ``None`` = the default ``memsim``."""
     times: dict[str, list[float]] = {k: [] for k in cmds}
     errors: dict[str, list[str]] = {k: [] for k in cmds}
     fired = dict.fromkeys(cmds, 0)
     outs: dict[str, list[str]] = {k: [] for k in cmds}
     for i in track(range(n), description=label, total=n):
-        for k, cmd in cmds.items():
+        order = list(cmds.items())
+        for k, cmd in order[::-1] if i % 2 else order:  # who goes first alternates (the second meets warm caches)
             r = spawn_hook(db, prompts[i % len(prompts)], i, cmd=[*cmd, "--db", str(db)] if cmd else None)
             times[k].append(r["s"])
             bad = _bad(r)

@@ -154,7 +154,9 @@ def search_points(
 # from the fast pass: its cosines are within 1e-12 of the scan's.
 #
 # Distinct rows (``store.search_dedup``, default True): where many stored texts repeat (at most half as many
-# distinct embedding rows as slots, from ``_DEDUP_MIN_ROWS`` slots up), the float32 pass and the candidates'
+# distinct embedding rows as slots, from ``_DEDUP_MIN_ROWS`` slots up; looked for when the resident service
+# refreshes its caches, or once a cache has answered a few searches: a one-shot process does not pay the
+# ``np.unique`` over its rows), the float32 pass and the candidates'
 # float64 cosines are computed once per distinct row and spread to the slots holding it (the same values within
 # the bounds above; near ties are still settled from the scan's own per-position values). On a store of short
 # template decisions at 1e5 points (2,000 distinct texts) this replaced a 1e5-row pass and a float64 copy of
@@ -279,7 +281,8 @@ class _SearchCache:
         else:
             self.raw = np.zeros((n, self.dim), dtype=np.float32)
         self.norms = np.linalg.norm(self.raw.astype(np.float64), axis=1) if n else np.zeros(0)
-        self.uniq = _UniqueRows.build(self.raw, n) if dedup_mode(store) else None
+        self.uniq: _UniqueRows | None = None  # built by prepare_dedup (see there)
+        self._dedup_tried = False
         self._reserve(n + _slack(n))  # room for appended rows: no reallocation on the first writes
         self._masks: dict[tuple[tuple[str, ...], bool], np.ndarray] = {}
         self._pass: tuple[Any, ...] | None = None  # (query, seq, n, q, c32) of the last float32 pass
@@ -290,6 +293,16 @@ class _SearchCache:
         self.exact_rows = 0  # rows recomputed by the "rows" near-tie engine (all its fallbacks together)
         self.updates = 0  # incremental refreshes applied
         self.updated_rows = 0
+
+    def prepare_dedup(self, store: TortoiseStore) -> None:
+        """Find the distinct rows (once per cache, where :func:`dedup_mode` allows): called by the long-lived
+        resident service when it refreshes its caches, and by a search once the cache has answered
+        ``_DEDUP_AFTER_SEARCHES`` searches, so a one-shot process (the cold hook: one prompt) never pays it."""
+        if self._dedup_tried:
+            return
+        self._dedup_tried = True
+        if dedup_mode(store):
+            self.uniq = _UniqueRows.build(self.raw, self.n)
 
     def _code(self, status: str | None) -> int:
         code = self.status_code_of.get(status)
@@ -456,6 +469,7 @@ class _SearchCache:
 
 _DEDUP_MIN_ROWS = 4096  # below this every pass is a few milliseconds: no dedup
 _DEDUP_MAX_SHARE = 0.5  # dedup only when the distinct rows are at most this share of the slots
+_DEDUP_AFTER_SEARCHES = 4  # a cache that answered this many searches looks for its distinct rows
 _COS_BLOCK = 4096  # candidate rows converted to float64 per matrix-vector product
 
 
@@ -487,13 +501,17 @@ class _UniqueRows:
 
     @classmethod
     def build(cls, raw: np.ndarray, n: int) -> _UniqueRows | None:
+        """The distinct rows of ``raw[:n]`` (``uid`` sized to ``raw``'s capacity), or None below
+        ``_DEDUP_MIN_ROWS`` slots or above ``_DEDUP_MAX_SHARE`` distinct rows."""
         if n < _DEDUP_MIN_ROWS or not raw.shape[1]:
             return None
         keys = np.ascontiguousarray(raw[:n]).view(np.dtype((np.void, raw.shape[1] * raw.itemsize))).ravel()
         _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
         if len(first) > _DEDUP_MAX_SHARE * n:
             return None
-        return cls(np.ascontiguousarray(raw[first]), np.asarray(inv, dtype=np.int64).ravel())
+        uid = np.zeros(len(raw), dtype=np.int64)
+        uid[:n] = np.asarray(inv, dtype=np.int64).ravel()
+        return cls(np.ascontiguousarray(raw[first]), uid)
 
     def find_or_add(self, vec: np.ndarray) -> int:
         if self._index is None:
@@ -620,6 +638,8 @@ def _search_cached(
         return None
     c = search_cache_for(store)
     c.searches += 1
+    if c.searches > _DEDUP_AFTER_SEARCHES:
+        c.prepare_dedup(store)
     trace = SearchTrace()
     m = c.mask(exclude_statuses, exclude_outdated_flag)
     trace.population = int(m.sum())

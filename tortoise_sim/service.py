@@ -428,6 +428,8 @@ class TortoiseService:
                 if fn is not None:
                     with contextlib.suppress(Exception):
                         fn(store)
+            with contextlib.suppress(Exception):  # a long-lived reader: find the distinct rows now, not in a hook
+                store._search_cache.prepare_dedup(store)
         from .priors import prior_index_for, prior_mode
 
         if prior_mode(store) == "index":  # built here, or the next capture pays the index build

@@ -84,11 +84,16 @@ def test_float32_pass_and_rescoring_run_once_per_distinct_row(monkeypatch):
     gathered: list[int] = []
     monkeypatch.setattr(search_mod, "_gathered_dots", lambda mat, idx, q: gathered.append(len(idx))
                         or orig_gather(mat, idx, q))
+    q = "which index does the search team use for latency?"
     with _one_blas_thread():
-        search_points(sim.store, "which index does the search team use for latency?", 10)
+        for _ in range(search_mod._DEDUP_AFTER_SEARCHES):  # a fresh cache's first searches: one row per slot
+            search_points(sim.store, q, 10)
+        c = sim.store._search_cache
+        assert c.uniq is None and seen == [c.n]  # (the pass is reused by the same query)
+        search_points(sim.store, q + "?", 10)
     c = sim.store._search_cache
-    assert seen == [c.uniq.u] and c.uniq.u == len(set(c.contents)) < c.n / 2
-    assert gathered and max(gathered) <= c.uniq.u
+    assert seen == [c.n, c.uniq.u] and c.uniq.u == len(set(c.contents)) < c.n / 2
+    assert gathered and max(gathered[-1:]) <= c.uniq.u
 
 
 def test_stacked_chunks_equal_the_whole_matrix_at_any_positions():

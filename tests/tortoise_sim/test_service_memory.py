@@ -49,3 +49,26 @@ def test_limit_malloc_arenas_is_accepted_by_glibc():
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("not glibc")
     assert service_mod.limit_malloc_arenas(service_mod.MALLOC_ARENAS) is True
+
+
+def test_service_finds_the_distinct_rows_when_it_refreshes_its_caches(short_dir, monkeypatch):
+    """The long-lived service deduplicates its search cache in the refresh (before any hook); a one-shot reader's
+    fresh cache does not (its first searches answer without the ``np.unique`` over every row)."""
+    from tortoise_sim import search as search_mod
+    from tortoise_sim.admission import bulk_create_points
+
+    monkeypatch.setattr(search_mod, "_DEDUP_MIN_ROWS", 8)
+    svc = service_mod.TortoiseService(short_dir / "db.kuzu", str(short_dir / "s.sock"), embedder="hashing")
+    svc.start(warm=False)
+    try:
+        store = svc.sim.store
+        bulk_create_points(store, [{"kind": "decision", "content": "decision: use " + ("kafka", "redis", "vault")[i % 3], "status": "live"}
+                                   for i in range(30)])
+        svc.warm()
+        c = store._search_cache
+        assert c.searches == 0 and c.uniq is not None and c.uniq.u == 3 and c.n == 30
+        store._search_cache = None
+        search_mod.search_points(store, "which tool do we use?", 5)
+        assert store._search_cache.uniq is None
+    finally:
+        svc.close()
