@@ -10,7 +10,9 @@ killed the child), the tail of its stderr and, when the child completed, what it
 A scenario: the ``ep_scaling`` graph of F factors is bulk-loaded into a store and closed (built once per (F,
 seed) into a cache folder and copied per run); a run opens the copy, dreams (``mode="local", budget=F``, no
 calibration) with the first edge-write path, marks every claim dirty again (``TortoiseStore.mark_dirty``, as new
-writes would), checkpoints (``between="checkpoint"``), reopens (``"reopen"``) or does neither (``"none"``), and
+writes would), checkpoints (``between="checkpoint"``), reopens (``"reopen"``) or does neither (``"none"``, which
+also turns Kuzu's automatic checkpoint off for the run: a WAL past 16 MiB, as two 10,000-factor dreams write,
+checkpoints on its own and corrupts in-place-updated edges as well), and
 dreams again with the second edge-write path (``dream(..., edge_write=...)``: ``"update"`` the previous in-place
 SET, ``"rewrite"`` the default delete-and-create). It reports both dreams' timings and results, and a digest of
 the store afterwards (every Point's EP columns and timestamps, every edge message, every feed row, and the edge
@@ -115,6 +117,8 @@ def scenario(n_factors: int, seed: int, cache: Path, work: Path, edge_writes: tu
     _remove(work)
     shutil.copyfile(base, work)
     store = _open(work, seed)
+    if between == "none":  # no checkpoint at all: Kuzu's automatic one (a WAL over 16 MiB) would corrupt the edges too
+        store.execute("CALL auto_checkpoint=false")
     dreams = []
     try:
         claims = [r["id"] for r in store.query("MATCH (n:Point) WHERE n.is_operator = false RETURN n.id AS id")]

@@ -57,6 +57,21 @@ from benchmarks.common import (
 )
 
 NAME = "ep-engine"
+DREAM_BEFORE = {"ep_engine": "batched", "store_io": "unwind", "scope": "graph", "edge_write": "update"}
+# what results written before the dream options were recorded measured (the edge write was always in place then)
+_DREAM_OPTIONS_UNRECORDED = {"before": {k: v for k, v in DREAM_BEFORE.items() if k != "edge_write"},
+                             "after": {"ep_engine": "fused", "store_io": "bulk", "scope": "component",
+                                       "edge_write": "update"}}
+
+
+def dream_defaults() -> dict[str, Any]:
+    """The defaults of `dream` for the options the before run names (what the after run uses)."""
+    import inspect
+
+    from tortoise_sim import dream as dr
+
+    params = inspect.signature(dr.dream).parameters
+    return {k: params[k].default for k in DREAM_BEFORE}
 LEVELS = {"run_ep_s": 0.5, "dream_s": 3.0}
 
 
@@ -191,8 +206,7 @@ def _dream_once(n_factors: int, seed: int, tmp: Path, before: bool, tag: str) ->
     es.bulk_load(store, es.generate(n_factors, seed))
     gauss_jacobi_nodes.cache_clear()
     gc.collect()
-    opts = ({"ep_engine": "batched", "store_io": "unwind", "scope": "graph", "edge_write": "update"} if before
-            else {})
+    opts = DREAM_BEFORE if before else {}
     events = _Split({"events": (store, "emit_events")})
     with es._Timers() as tm, events:
         t0 = time.perf_counter()
@@ -219,6 +233,7 @@ def dream_section(n_factors: int, seed: int, tmp: Path, repeat: int) -> dict[str
                ("wall_s", "load_s", "ep_s", "flush_writeback_s", "events_s")} for w in runs}
     sb, sa = states["before"], states["after"]
     return {"factors": n_factors, "repeat": repeat, "runs": runs, "median": med,
+            "options": {"before": DREAM_BEFORE, "after": dream_defaults()},
             "ratio": med["before"]["wall_s"] / med["after"]["wall_s"],
             "same_points": sb[0] == sa[0], "same_edges": sb[1] == sa[1], "same_feed": sb[2] == sa[2],
             "points": len(sa[0]), "edges": len(sa[1]), "feed_rows": len(sa[2])}
@@ -415,9 +430,11 @@ def render(payload: dict[str, Any]) -> str:
                                1e6 * eig["stacked_median_s"] / max(eig["matrices"], 1), eig["bit_identical"]]])
                   + f"\n\nStacked / per-matrix speed-up: {eig['ratio']:.2f}x.\n\n")
     sd_md = _second_dream_md(payload["second_dream"]) if payload.get("second_dream") else ""
+    opts = dm.get("options") or _DREAM_OPTIONS_UNRECORDED
     return ("# EP engine and dream pass: before and after, side by side\n\n"
             "Before = the previous default kept as a named option (`run_ep(engine=\"batched\")`; "
-            "`dream(ep_engine=\"batched\", store_io=\"unwind\", scope=\"graph\", edge_write=\"update\")`), after = the new default. Identical means "
+            f"`dream({_kw(opts['before'])})`), after = the new default (`run_ep(engine=\"fused\")`; "
+            f"`dream({_kw(opts['after'])})` in this run). Identical means "
             "bit for bit: EP beliefs, boundary beliefs and messages compared with `np.array_equal`, iteration "
             "counts equal; for the dream pass every Point's EP columns and timestamps, every edge message and every "
             "feed row equal.\n\n"
@@ -427,6 +444,10 @@ def render(payload: dict[str, Any]) -> str:
             + md_table(["part", "s", "share"], parts) + "\n\n"
             "## Dream pass phases (median s)\n\n"
             + md_table(["phase", "before", "after"], phases) + "\n\n" + sd_md + eig_md + meta_block(meta) + "\n")
+
+
+def _kw(opts: dict[str, str]) -> str:
+    return ", ".join(f'{k}="{v}"' for k, v in opts.items())
 
 
 def _outcome(run: dict[str, Any]) -> str:
@@ -453,14 +474,47 @@ def _second_dream_md(sd: dict[str, Any]) -> str:
     failed = [k for k, r in sd["runs"].items() if not r["completed"]]
     tails = "".join(f"\n\nLast stderr line of `{k}`: `{sd['runs'][k]['stderr_tail'].splitlines()[-1]}`"
                     for k in failed if sd["runs"][k]["stderr_tail"])
-    return (f"## Two dreams in a row, a CHECKPOINT between ({sd['factors']:,} factors)\n\n"
+    when = ""
+    if sd.get("meta"):
+        m = sd["meta"]["machine"]
+        when = (f"Measured in a run of its own ({m['date_utc']}, {sd['meta']['wall_s']:.0f} s, Kuzu "
+                f"{m['versions'].get('kuzu')}), after the sections above. ")
+    return (f"## Two dreams in a row, a CHECKPOINT between ({sd['factors']:,} factors)\n\n" + when +
             "Each run in its own child process (`benchmarks.dream_abort`): the store is opened, dreamed, every claim "
             f"marked dirty again, then `{sd['between']}` (Kuzu writes the store's pages and empties its WAL; closing "
-            "a store does the same), and dreamed again. \"Edges unchanged\" compares every edge a snapshot reads "
+            "a store does the same), and dreamed again; the reference run has no checkpoint at all (Kuzu's automatic "
+            "one, at 16 MiB of WAL, turned off). \"Edges unchanged\" compares every edge a snapshot reads "
             "(values and order) before and after that step; \"same store\" compares every Point's EP columns, "
             "every edge message, every feed row and the edge order after both dreams with the reference run.\n\n"
             + md_table(["run", "edge writes", "between", "outcome", "dream 1 s", "dream 2 s", "edges unchanged",
                         "same store"], rows) + tails + "\n\n")
+
+
+def _second_dream_only(args: argparse.Namespace) -> list[Path]:
+    """``--second-dream-only``: the second-dream section at the results' dream size, merged into their JSON (the
+    levels recomputed; the section carries its own ``meta``, which the page names)."""
+    out_dir = args.out or default_out_dir(args.quick)
+    src = out_dir / f"{NAME}.json"
+    if not src.is_file():
+        raise SystemExit(f"error: {src}: no such results file (run the benchmark first)")
+    payload = json.loads(src.read_text(encoding="utf-8"))
+    n = payload["dream"]["factors"]
+    t0 = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="ep_engine_"))
+    try:
+        seed = int(payload["meta"]["seeds"]["graph"])
+        sd = second_dream_section(n, seed, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    sd["meta"] = {"machine": machine_description(), "seeds": {"graph": seed},
+                  "wall_s": time.perf_counter() - t0}
+    payload["second_dream"] = sd
+    payload["levels"] = levels(payload)
+    payload = json.loads(json.dumps(payload))
+    paths = write_results(out_dir, NAME, payload, render(payload), None)
+    for p in paths:
+        print(f"wrote {p}")
+    return paths
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
@@ -472,7 +526,12 @@ def main(argv: list[str] | None = None) -> list[Path]:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--render", action="store_true", help="rewrite ep-engine.md from the ep-engine.json in --out "
                                                           "(nothing is measured)")
+    ap.add_argument("--second-dream-only", action="store_true",
+                    help="measure only the second-dream section (a correctness check, no timed level) and add it to "
+                         "the ep-engine.json in --out, with its own machine and date; the other sections stay")
     args = ap.parse_args(argv)
+    if args.second_dream_only:
+        return _second_dream_only(args)
     if args.render:
         out_dir = args.out or default_out_dir(args.quick)
         src = out_dir / f"{NAME}.json"

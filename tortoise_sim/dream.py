@@ -303,7 +303,8 @@ def _write_edge_msgs(store: Any, edge_rows: dict[tuple[str, str, str], dict[str,
       message column (``MATCH (a)-[r]->(b) SET r.msg_alpha = ...``).
 
     Why the default changed (Kuzu 0.11.3, the last release): once in-place edge updates go through a CHECKPOINT
-    (an explicit one, or the one closing a store does), Kuzu reads some of those edges back wrong: with another
+    (an explicit one, the one closing a store does, or the automatic one Kuzu runs when its WAL passes 16 MiB,
+    which two 10,000-factor dreams in one session do), Kuzu reads some of those edges back wrong: with another
     target Point (the one at offset 0) and ``idx`` NULL (seen on the 2,047-factor ``ep_scaling`` store, 4,094
     Points, not on the 1,800-factor one), and on the 2,048-factor store (4,096 Points; the smallest found) and
     many larger ones (not all: 2,250 completes) the next in-place SET fails with ``KU_UNREACHABLE``
