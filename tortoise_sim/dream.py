@@ -40,6 +40,7 @@ before anything is written; self-edges and operators left with < 2 live inputs a
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -378,7 +379,8 @@ def _write_edge_msgs(store: Any, edge_rows: dict[tuple[str, str, str], dict[str,
                 store.bulk_load(f"LOAD FROM tbl MATCH (a:Point {{id: s}}) MATCH (b:Point {{id: t}}) CREATE (a)-[:{rel} "
                                 "{" + ", ".join(f"{c}: {c}" for c in names) + "}]->(b) RETURN count(*) AS n", table)
             finally:
-                store._kuzu_conn.set_max_threads_for_exec(0)  # 0: the database's default again
+                # back to the connection's own setting (0: the database's, Kuzu's hardware concurrency)
+                store._kuzu_conn.set_max_threads_for_exec(store._kuzu_conn.num_threads or os.cpu_count() or 1)
         else:
             store.execute(f"UNWIND $rows AS row MATCH (a:Point {{id: row.s}})-[r:{rel}]->(b:Point {{id: row.t}}) "
                           "DELETE r", {"rows": [{"s": s, "t": t} for s, t in pairs]})
