@@ -79,7 +79,7 @@ def base_store(n_factors: int, seed: int, cache: Path) -> Path:
 
 
 def _digest(store: Any) -> tuple[str, dict[str, int]]:
-    from benchmarks.ep_engine import _store_state
+    from benchmarks.ep_scaling import store_state as _store_state
 
     pts, edges, feed = _store_state(store)
     order = _edges(store)

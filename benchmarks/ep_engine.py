@@ -55,6 +55,7 @@ from benchmarks.common import (
     progress_bar,
     write_results,
 )
+from benchmarks.ep_scaling import store_state as _store_state
 
 NAME = "ep-engine"
 DREAM_BEFORE = {"ep_engine": "batched", "store_io": "unwind", "scope": "graph", "edge_write": "update"}
@@ -181,17 +182,6 @@ def ep_section(n_factors: int, seed: int, repeat: int) -> dict[str, Any]:
             "iterations": [before.iterations, after.iterations], "converged": [before.converged, after.converged],
             "bit_identical": identical(before, after) and identical(before, results["fused_other"]),
             "instrumented_s": total, "breakdown_s": breakdown}
-
-
-def _store_state(store: Any) -> tuple[Any, Any, Any]:
-    pts = store.query("MATCH (n:Point) RETURN n.id AS id, n.confidence AS c, n.posterior_alpha AS pa, "
-                      "n.posterior_beta AS pb, n.ep_alpha AS ea, n.ep_beta AS eb, n.lastDreamedAt AS d, "
-                      "n.updatedAt AS u, n.ep_dirty AS dirty ORDER BY id")
-    edges = store.query("MATCH (a:Point)-[r:IMPL|NAND]->(b:Point) RETURN a.id AS s, label(r) AS rel, b.id AS t, "
-                        "r.msg_alpha AS ma, r.msg_beta AS mb, r.back_msg_alpha AS ba, r.back_msg_beta AS bb "
-                        "ORDER BY s, rel, t")
-    feed = [(e["seq"], e["type"], e["ts"], e["payload"]) for e in store.feed()]
-    return pts, edges, feed
 
 
 def _dream_once(n_factors: int, seed: int, tmp: Path, before: bool, tag: str) -> tuple[dict[str, Any], Any]:

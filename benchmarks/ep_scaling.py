@@ -245,3 +245,16 @@ def main(argv: list[str] | None = None) -> list[Path]:
 
 if __name__ == "__main__":
     main()
+
+
+def store_state(store: Any) -> tuple[Any, Any, Any]:
+    """Every Point's belief columns, every Point-to-Point IMPL/NAND edge's messages (in a fixed order) and the
+    event feed: what two dream runs must leave equal."""
+    pts = store.query("MATCH (n:Point) RETURN n.id AS id, n.confidence AS c, n.posterior_alpha AS pa, "
+                      "n.posterior_beta AS pb, n.ep_alpha AS ea, n.ep_beta AS eb, n.lastDreamedAt AS d, "
+                      "n.updatedAt AS u, n.ep_dirty AS dirty ORDER BY id")
+    edges = store.query("MATCH (a:Point)-[r:IMPL|NAND]->(b:Point) RETURN a.id AS s, label(r) AS rel, b.id AS t, "
+                        "r.msg_alpha AS ma, r.msg_beta AS mb, r.back_msg_alpha AS ba, r.back_msg_beta AS bb "
+                        "ORDER BY s, rel, t")
+    feed = [(e["seq"], e["type"], e["ts"], e["payload"]) for e in store.feed()]
+    return pts, edges, feed
