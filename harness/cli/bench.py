@@ -343,7 +343,9 @@ def ep_engine(
 ) -> None:
     """The EP engines side by side in one run: run_ep on the 2,000-factor ep_scaling graph and a 10,000-factor dream
     pass (quick: 300 and 1,000), each engine and store-I/O option timed and checked bit for bit against the previous
-    one. Writes ep-engine.{json,md}."""
+    one, and two dreams in a row with a checkpoint between them (each in a child process: the previous in-place edge
+    write fails there in Kuzu 0.11.3, the default rewrite completes; `python -m benchmarks.dream_abort` reproduces it at
+    chosen store sizes). Writes ep-engine.{json,md}."""
     from benchmarks import ep_engine as mod
 
     _run(_main_argv(mod), out, quick, progress, seed=seed)
