@@ -1,13 +1,14 @@
 """Where the resident service's memory and its warm volunteer time go, one stage at a time (in-process).
 
-    python -m benchmarks.serve_breakdown STORE.kuzu [buffer_pool_mib]
+    python -m benchmarks.serve_breakdown STORE.kuzu [buffer_pool_mib] [facts|decisions]
 
 Prints the RSS after each stage the service goes through at start-up (light MiniLM load, read-only Kuzu open,
 search cache build, why-block cache build), the search cache's array sizes, the in-process volunteer latency
 (p50 of 12 calls, no process spawn, no socket), its parts (query encode, each search, why-blocks) and the top
 functions of a profile of 6 calls. Used for the
 breakdown next to ``memsim bench serve``'s results (the stores it builds are cached under
-``~/.cache/memsim/bench-serve``).
+``~/.cache/memsim/bench-serve``); ``decisions`` asks the near-duplicate decision store's questions
+(``benchmarks.serve.decision_questions``) instead of the fact store's.
 """
 
 from __future__ import annotations
@@ -28,8 +29,16 @@ QUESTIONS = ["What is the release cadence of the platform team?", "Who owns the 
              "Which database did the search team pick?", "When does the data team ship the new pipeline?"]
 
 
-def main(db: str, buffer_pool_mib: int = 1024) -> None:
+def main(db: str, buffer_pool_mib: int = 1024, questions: str = "facts") -> None:
     from tortoise_sim.service import rss_bytes
+
+    global QUESTIONS
+    if questions == "decisions":
+        from benchmarks.serve import decision_questions
+
+        QUESTIONS = decision_questions(4, 0)
+    elif questions != "facts":
+        raise SystemExit(f"questions must be facts or decisions, got {questions!r}")
 
     def mib() -> int:
         return round((rss_bytes() or 0) / 2**20)
@@ -57,6 +66,8 @@ def main(db: str, buffer_pool_mib: int = 1024) -> None:
     t0 = time.time()
     why._why_cache_for(st)
     print("why cache built", mib(), f"({time.time() - t0:.1f} s)")
+    c.prepare_dedup(st)  # as the service's cache refresh
+    print("distinct embedding rows", "not deduplicated" if c.uniq is None else f"{c.uniq.u:,} of {c.n:,}")
     from tortoise_sim.hooks import hook_volunteer_turn
 
     ts = []
@@ -101,4 +112,4 @@ def main(db: str, buffer_pool_mib: int = 1024) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1024)
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1024, sys.argv[3] if len(sys.argv) > 3 else "facts")
