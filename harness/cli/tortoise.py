@@ -59,6 +59,11 @@ def _encoder_status(sim: Any, what: str) -> Iterator[None]:
     In a terminal it is a spinner that goes away; piped, one plain line."""
     from harness import embedding
 
+    from harness.cli.tortoise_store import ServiceSim
+
+    if isinstance(sim, ServiceSim):  # the service embeds; its __getattr__ refuses every other attribute
+        yield
+        return
     encoder = getattr(getattr(sim, "store", None), "encoder", None)
     if not isinstance(encoder, _LazyEncoder) or "minilm-mean" in embedding._CACHE:
         yield
