@@ -19,6 +19,7 @@ import typer
 
 from harness.cli.boundary import (
     BoundaryTyper,
+    bad_option,
     check_output_dir,
     check_range,
     describe_error,
@@ -66,7 +67,7 @@ def retrieve(
     from agentfly_sim.classifier import CaseRetriever, format_ranked, load_pool
 
     if device is not None and device.split(":")[0] not in ("cpu", "cuda"):
-        raise fail(f"--device must be cpu or cuda (cuda:N), not {device!r}")
+        raise bad_option("--device", device, "cpu or cuda (cuda:N)")
 
     try:
         pool, meta = load_pool(pool_jsonl)
@@ -133,15 +134,15 @@ def train(
     from agentfly_sim.training import train as run_train
 
     if plan_style not in ("pretty", "raw"):
-        raise fail(f"--plan_style must be pretty or raw, not {plan_style!r}")
+        raise bad_option("--plan_style", plan_style, ("pretty", "raw"))
     # The reference trainer has no guard here (``step % eval_every`` divides by zero, a zero batch size or
     # epoch count fails deep in torch); the CLI refuses such values up front, in one line.
     for flag, value in (("--eval_every", eval_every), ("--batch_size", batch_size), ("--epochs", epochs),
                         ("--max_len", max_len)):
         if value < 1:
-            raise fail(f"{flag} must be a positive integer, not {value}")
+            raise bad_option(flag, value, "a positive integer")
     if not 0.0 < val_ratio < 1.0 and valid is None:
-        raise fail(f"--val_ratio must be between 0 and 1 (exclusive), not {val_ratio}")
+        raise bad_option("--val_ratio", val_ratio, "between 0 and 1 (exclusive)")
     check_range("--seed", seed, lo=0, hi=2**32 - 1)  # numpy/torch seeding range
     check_range("--warmup_ratio", warmup_ratio, lo=0.0, hi=1.0)
     check_range("--grad_clip", grad_clip, lo=0.0)  # 0 disables clipping, as upstream's ``if grad_clip > 0``
@@ -234,9 +235,9 @@ def run(
 ) -> None:
     """Run the NP or PM benchmark loop offline with scripted dspy agents; prints the paths it wrote."""
     if limit is not None and limit < 0:  # the driver slices questions[:limit]; -1 would mean "all but the last"
-        raise fail(f"--limit must be 0 or more, not {limit}")
+        raise bad_option("--limit", limit, "0 or more")
     if top_k < 0:
-        raise fail(f"--top_k must be 0 or more, not {top_k}")
+        raise bad_option("--top_k", top_k, "0 or more")
     check_range("--seed", seed, lo=0, hi=2**32 - 1)  # numpy/torch seeding range
     check_range("--p_correct", p_correct, lo=0.0, hi=1.0)
     check_range("--judge_p", judge_p, lo=0.0, hi=1.0)
@@ -253,11 +254,11 @@ def run(
     from harness.datapaths import DataPathError, find_agentfly
 
     if driver not in ("np", "pm"):
-        raise fail(f"--driver must be np or pm, not {driver!r}")
+        raise bad_option("--driver", driver, ("np", "pm"))
     if executor not in ("default", "empty"):
-        raise fail(f"--executor must be default or empty, not {executor!r}")
+        raise bad_option("--executor", executor, ("default", "empty"))
     if judge not in ScriptedJudge.MODES:
-        raise fail(f"--judge must be one of {', '.join(ScriptedJudge.MODES)}")
+        raise bad_option("--judge", judge, ScriptedJudge.MODES)
     try:  # a mistyped --data_dir is an error, never a silent fall-through to the fetched copy
         corpora = find_agentfly(data_dir, option="--data_dir")
     except DataPathError as exc:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli.boundary import check_output_dir, describe_error, fail, make_console
+from harness.cli.boundary import bad_option, check_output_dir, describe_error, fail, make_console
 
 app = typer.Typer(help="Benchmarks measured side by side in one run. Each writes <name>.{json,md,png} to --out "
                        "(default ./memsim-results/bench, or $MEMSIM_RESULTS_DIR/bench); the committed results "
@@ -54,6 +54,28 @@ def _say(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return describe_error(exc) if exc.filename is not None else (exc.strerror or str(exc))
     return str(exc) or exc.__class__.__name__
+
+
+# --arm-class errors about the command line itself; the others (a module that is not there or fails to import, a
+# class that is missing or is no arm) are about what the option names, as an --arms arm that cannot be imported
+_ARM_CLASS_USAGE = ("expected package.module:Class", "is already selected")
+
+
+def _arm_option_error(exc: ValueError, arms: str | None, arm_class: list[str] | None) -> typer.Exit:
+    """The arm selection's one-line ``ValueError`` as a usage error (exit status 2, naming the option and its value)
+    when it is about the command line: an unknown or empty --arms, a malformed --arm-class, an arm selected twice.
+    An --arm-class whose module or class cannot be loaded is exit status 1, as an --arms arm that cannot be
+    imported."""
+    msg = " ".join(str(exc).split())
+    if not msg.startswith("--arm-class"):
+        return bad_option("--arms", arms, msg)
+    if not any(k in msg for k in _ARM_CLASS_USAGE):
+        return fail(msg)
+    spec = next((s for s in arm_class or [] if s.strip() and (s.strip() in msg or repr(s) in msg)), None)
+    for prefix in (f"--arm-class {spec!r}: ", f"--arm-class {(spec or '').strip()}: "):
+        if spec is not None and msg.startswith(prefix):
+            return bad_option("--arm-class", spec, msg[len(prefix):])
+    return bad_option("--arm-class", spec, msg)
 
 
 def _main_argv(mod: Any) -> Callable[..., list[Path]]:
@@ -178,21 +200,26 @@ def locomo(
     """Real LoCoMo conversations through Fractal, AgentFly NP/PM, Tortoise and baselines: per arm what is stored,
     what is delivered for each question (evidence recall), at how many tokens and how much time."""
     if protocol not in ("designs", "locomo-paper"):
-        raise fail(f"unknown --protocol {protocol!r}; choose designs or locomo-paper")
+        raise bad_option("--protocol", protocol, ("designs", "locomo-paper"))
     if protocol == "locomo-paper":
         _locomo_paper(data, conversation, arms, arm_class, retrievers, k, quick, lm, out, seed, progress)
         return
     if retrievers is not None:
-        raise fail("--retrievers applies to --protocol locomo-paper only")
-    from benchmarks import locomo as mod
+        raise bad_option("--retrievers", None, "applies to --protocol locomo-paper only")
     from harness.workloads.arms import require_runnable, select_arms
     from harness.workloads.locomo import LocomoDataError, resolve_locomo_path
 
-    try:  # the arms and the data are checked (or refused) before any work starts
-        require_runnable(select_arms(arms, arm_class, quick=quick))
+    try:  # the options (a usage error), then the arms' imports and the data, before any work starts
+        names = select_arms(arms, arm_class, quick=quick)
+    except ValueError as exc:
+        raise _arm_option_error(exc, arms, arm_class) from None
+    try:
+        require_runnable(names)
         resolve_locomo_path(data)
     except (LocomoDataError, ValueError) as exc:
         raise fail(str(exc)) from None
+    from benchmarks import locomo as mod
+
     _run(mod.run, out, quick, progress, seed=seed, data=data, conversations=conversation, arms=arms,
          k_values=tuple(k or (4, 8)), lm=lm, lm_base=lm_base, echo=_echo, arm_classes=arm_class,
          **({"workers": workers} if workers is not None else {}))
@@ -208,11 +235,19 @@ def _locomo_paper(data: Path | None, conversation: list[str] | None, arms: str |
     from harness.workloads.paper_protocol import parse_retrievers
 
     if lm:
-        raise fail("--lm applies to --protocol designs only (the paper protocol scores retrieval, not answers)")
-    try:  # options and data are checked (or refused) before any work starts
-        resolve_locomo_path(data)
+        raise bad_option("--lm", None, "applies to --protocol designs only (the paper protocol scores retrieval, "
+                                       "not answers)")
+    try:  # the options (a usage error), then the data and the arms' imports, before any work starts
         parse_retrievers(retrievers)
-        require_runnable(paper.parse_arm_option(arms, arm_class))
+    except ValueError as exc:
+        raise bad_option("--retrievers", retrievers, " ".join(str(exc).split())) from None
+    try:
+        names = paper.parse_arm_option(arms, arm_class)
+    except ValueError as exc:
+        raise _arm_option_error(exc, arms, arm_class) from None
+    try:
+        resolve_locomo_path(data)
+        require_runnable(names)
     except (LocomoDataError, ValueError) as exc:
         raise fail(str(exc)) from None
     _run(paper.run, out, quick, progress, seed=seed, data=data, conversations=conversation, retrievers=retrievers,
@@ -238,9 +273,9 @@ def sweep(
     from benchmarks.common import progress_bar
 
     if executor not in ("local", "ray"):
-        raise fail(f"unknown executor {executor!r}; choose local or ray")
+        raise bad_option("--executor", executor, ("local", "ray"))
     if address and executor != "ray":
-        raise fail("--address needs --executor ray")
+        raise bad_option("--address", None, "needs --executor ray")
     from benchmarks.common import default_out_dir
     from harness.cli.run_output import removed_if_empty_on_failure
 
@@ -393,7 +428,7 @@ def service_faults(
     from benchmarks import service_faults as mod
 
     if embedder not in ("minilm", "hashing"):
-        raise fail(f"--embedder must be minilm or hashing, not {embedder!r}")
+        raise bad_option("--embedder", embedder, ("minilm", "hashing"))
     _run(mod.run, out, quick, progress, seed=seed, embedder=embedder)
 
 

@@ -1,5 +1,6 @@
 """What every ``memsim`` command shares: the error boundary (:func:`guarded`, :class:`BoundaryTyper`), one-line
-errors (:func:`fail`, :func:`describe_error`, :func:`cli_errors`), one-line usage errors (:func:`usage_error_line`),
+errors (:func:`fail`, :func:`describe_error`, :func:`cli_errors`), one-line usage errors (:func:`usage_error_line`
+for the parser's, :func:`bad_option` for the values a command checks itself),
 the consoles every command prints through (:func:`make_console`, :func:`styled`, :func:`warn`) and the checks of
 options, input files and output folders.
 
@@ -195,27 +196,49 @@ class BoundaryTyper(typer.Typer):
 
 
 # ------------------------------------------------------------------------------------ option checks
+def _command_path() -> str | None:
+    """The running command's path (``memsim bench locomo``), or None outside a command line."""
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    return ctx.command_path if ctx is not None else None
+
+
+def bad_option(name: str, value: Any, allowed: str | Iterable[str]) -> typer.Exit:
+    """A usage error found by the command itself (a value outside its list or rule, options that do not go
+    together): print one ``error:`` line naming the command, the option, the value and what is allowed, and return
+    the ``typer.Exit(2)`` to raise (exit status 2, as the parser's usage errors). ``allowed`` is the list of allowed
+    values or a rule in words; ``value`` None means the option's use, not one value, is wrong. A hook command still
+    exits 0 (:func:`guarded`). Failures that are not about the command line (a missing file, data not found, a run
+    that fails) go through :func:`fail` with exit status 1."""
+    rule = allowed if isinstance(allowed, str) else f"choose from {', '.join(map(str, allowed))}"
+    what = f"invalid use of '{name}': {rule}" if value is None else f"invalid value for '{name}': {value!r}; {rule}"
+    where = _command_path()
+    return fail(f"{where}: {what} (see `{where} --help`)" if where else what, 2)
+
+
 def check_range(flag: str, value: float | None, *, lo: float | None = None, hi: float | None = None,
                 lo_open: bool = False, hi_open: bool = False) -> None:
-    """Refuse NaN/inf and values outside ``[lo, hi]`` (open ends when ``lo_open``/``hi_open``) in one line."""
+    """Refuse NaN/inf and values outside ``[lo, hi]`` (open ends when ``lo_open``/``hi_open``) in one line (a usage
+    error: exit status 2)."""
     if value is None:
         return
     if isinstance(value, float) and not math.isfinite(value):
-        raise fail(f"{flag} must be a finite number, not {value}")
+        raise bad_option(flag, value, "a finite number")
     bad = (lo is not None and (value < lo or (lo_open and value == lo))) or \
           (hi is not None and (value > hi or (hi_open and value == hi)))
     if bad:
         left = "(" if lo_open else "["
         right = ")" if hi_open else "]"
         rng = f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
-        raise fail(f"{flag} must be in {rng}, not {value}")
+        raise bad_option(flag, value, f"must be in {rng}")
 
 
 def check_choice(flag: str, value: str | None, choices: Iterable[str]) -> None:
-    """Refuse a value outside ``choices`` in one line listing them."""
+    """Refuse a value outside ``choices`` in one line listing them (a usage error: exit status 2)."""
     options = list(choices)
     if value is not None and value not in options:
-        raise fail(f"{flag} must be one of {', '.join(options)}, not {value!r}")
+        raise bad_option(flag, value, options)
 
 
 def read_input_file(path: Path, what: str = "input file") -> bytes:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.cli.boundary import check_output_dir, fail, make_console
+from harness.cli.boundary import bad_option, check_output_dir, make_console
 from harness.results_dir import default_out
 
 console = make_console(stderr=True)  # markup and emoji off: paths and messages print as given
@@ -59,15 +59,15 @@ def crash(
     from harness.reliability.crash_report import build_report, merge_reports, write_report
 
     if design is not None and design not in DESIGNS:
-        raise fail(f"unknown design {design!r}; choose one of {', '.join(DESIGNS)}")
+        raise bad_option("--design", design, DESIGNS)
     if max_points is not None and max_points < 1:
-        raise fail(f"--max-points must be at least 1, not {max_points}")
+        raise bad_option("--max-points", max_points, "at least 1")
     scenarios = all_scenarios(design)
     if sequence:
         known = {s.sequence for s in scenarios}
         unknown = [s for s in sequence if s not in known]
         if unknown:
-            raise fail(f"unknown sequence {unknown[0]!r}; choose from {', '.join(sorted(known))}")
+            raise bad_option("--sequence", unknown[0], sorted(known))
         scenarios = [s for s in scenarios if s.sequence in sequence]
     if out is None:
         out = default_out("crash")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from harness.cli.boundary import err_console, error_line, fail, make_console, styled, warn
+from harness.cli.boundary import bad_option, err_console, error_line, fail, make_console, styled, warn
 
 if TYPE_CHECKING:
     from harness.datafetch import FetchResult
@@ -176,8 +176,8 @@ def fetch(
 
     try:
         files = files_for(dataset)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
+    except ValueError as exc:  # an unknown data set name: a usage error
+        raise bad_option("DATASET", dataset, str(exc).partition("; ")[2] or str(exc)) from None
     if list_only:
         from harness.datafetch import sha256_of
 

@@ -17,7 +17,15 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from harness.cli.boundary import BoundaryTyper, cli_errors, describe_error, fail, make_console, warn
+from harness.cli.boundary import (
+    BoundaryTyper,
+    bad_option,
+    cli_errors,
+    describe_error,
+    fail,
+    make_console,
+    warn,
+)
 
 app = BoundaryTyper(help="Fractal session memory: replay scripted turns, list, show and meter saved sessions.",
                   no_args_is_help=True)
@@ -246,7 +254,7 @@ def show(
     from fractal_sim.signature import build_edit_workspace_signature, load_workspace_instructions
 
     if counter not in COUNTERS:
-        raise fail(f"unknown counter {counter!r}; choose one of {', '.join(COUNTERS)}")
+        raise bad_option("--counter", counter, COUNTERS)
     with cli_errors():
         runtime = _resume(workspace, session_id, state_dir, inspect=True)
     session = runtime.session

@@ -13,7 +13,7 @@ from rich.text import Text
 import harness  # noqa: F401  (sets offline environment variables first)
 from harness.cli import agentfly, bench, data, fractal, tortoise
 from harness.cli import crash as crash_cmd
-from harness.cli.boundary import BoundaryTyper, check_output_dir, fail, make_console, styled
+from harness.cli.boundary import BoundaryTyper, bad_option, check_output_dir, fail, make_console, styled
 from harness.cli.help_format import TidyGroup
 
 # TidyGroup: value placeholders and reflowed prose in every command's --help (harness/cli/help_format.py).
@@ -67,21 +67,21 @@ def claims(
     from harness.ledger import find_data_dir, run_claims, write_all
 
     if design and design not in DESIGNS:
-        raise fail(f"unknown design {design!r}; choose one of {', '.join(DESIGNS)}")
+        raise bad_option("--design", design, DESIGNS)
     if kind and kind not in ("mechanism", "consequence"):
-        raise fail(f"unknown kind {kind!r}; choose mechanism or consequence")
+        raise bad_option("--kind", kind, ("mechanism", "consequence"))
     try:
         selected = all_claims(design=design, ids=id, kind=kind)
     except KeyError as exc:
-        raise fail(str(exc.args[0])) from None
+        raise bad_option("--id", ",".join(id or []), str(exc.args[0])) from None
     if not selected:
-        raise fail("no claim matches the filters")
+        raise bad_option("--design/--id/--kind", None, "no claim matches these filters together")
     if list_only:
         for c in selected:
             console.print(f"{c.id}\t{c.design}\t{c.kind}\t{c.record}\t{c.statement}", soft_wrap=True)
         return
     if not 0 <= seed < 2**32:  # demonstrations seed numpy/torch
-        raise fail(f"--seed must be in [0, {2**32 - 1}], not {seed}")
+        raise bad_option("--seed", seed, f"must be in [0, {2**32 - 1}]")
     from harness.datapaths import DataPathError, find_locomo
 
     try:  # a mistyped --data-dir or data variable is an error before any claim runs, not a run of silent skips
@@ -155,9 +155,9 @@ def fuzz(
     chosen = target or list(known)
     for tname in chosen:
         if tname not in known:
-            raise fail(f"unknown --target {tname!r}; choose from {', '.join(known)}")
+            raise bad_option("--target", tname, known)
     if not name or name in (".", "..") or any(c in name for c in "/\\") or name != name.strip():
-        raise fail(f"--name {name!r} must be a plain file name stem (no folder), e.g. fuzz-10k")
+        raise bad_option("--name", name, "a plain file name stem (no folder), e.g. fuzz-10k")
     if out is None:
         from harness.results_dir import default_out
 

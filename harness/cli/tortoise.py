@@ -19,6 +19,7 @@ import typer
 from harness.cli import tortoise_dream, tortoise_serve
 from harness.cli.boundary import (
     BoundaryTyper,
+    bad_option,
     check_choice,
     check_range,
     cli_errors,
@@ -58,7 +59,6 @@ def _encoder_status(sim: Any, what: str) -> Iterator[None]:
     process) to ``what``; nothing when the store embeds elsewhere (the resident service) or the model is loaded.
     In a terminal it is a spinner that goes away; piped, one plain line."""
     from harness import embedding
-
     from harness.cli.tortoise_store import ServiceSim
 
     if isinstance(sim, ServiceSim):  # the service embeds; its __getattr__ refuses every other attribute
@@ -262,9 +262,9 @@ def spool_flush_cmd(
 
     from tortoise_sim.spool import Spool, local_capture_post
 
+    check_choice("--on-corrupt", on_corrupt, ("delete", "quarantine"))  # a usage error, before the store opens
     root = _spool_dir(db, spool_dir)
     sim = open_sim(db)
-    check_choice("--on-corrupt", on_corrupt, ("delete", "quarantine"))
     counts = Spool(root, permanent=sim.cfg.spool_permanent, corrupt=on_corrupt).flush_spool(local_capture_post(sim.capture_session),
                                                                       int(time.time() * 1000))
     _print_json(counts)
@@ -363,8 +363,6 @@ def diary_read_cmd(
     wing: Annotated[str | None, typer.Option()] = None, db: DbOpt = None,
 ) -> None:
     """Read an agent's newest diary entries (no status filter, no relevance)."""
-    if last_n < 0:
-        raise fail(f"--last-n must be 0 or more, not {last_n}")
     check_range("--last-n", last_n, lo=0, hi=KUZU_INT64_MAX)
     rows = open_sim(db, must_exist=True).diary_read(agent, last_n=last_n, wing=wing)
     _print_json([{k: v for k, v in r.items() if k != "embedding"} for r in rows])
@@ -386,7 +384,7 @@ def retract(
         try:
             datetime.fromisoformat(valid_to)
         except ValueError:
-            raise fail(f"--valid-to must be an ISO-8601 date or time, not {valid_to!r}") from None
+            raise bad_option("--valid-to", valid_to, "an ISO-8601 date or time") from None
     path = db_path(db)
     if not path.exists():
         raise fail(f"{path}: no Tortoise store")

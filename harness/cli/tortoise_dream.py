@@ -14,8 +14,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.cli.boundary import cli_errors, fail, make_console
-from harness.cli.tortoise_store import DbOpt, PresetOpt, db_path, open_sim
+from harness.cli.boundary import bad_option, check_choice, cli_errors, fail, make_console
+from harness.cli.tortoise_store import PRESETS, DbOpt, PresetOpt, db_path, open_sim
 
 console = make_console(soft_wrap=True)  # markup and emoji off: paths and ids print as given
 
@@ -38,9 +38,10 @@ def dream(
     from tortoise_sim import dream as dr
 
     if max_hops < 0:
-        raise fail(f"--max-hops must be 0 or more, not {max_hops}")
+        raise bad_option("--max-hops", max_hops, "0 or more")
     if mode is not None and mode not in ("local", "window", "full"):
-        raise fail(f"--mode must be local, window or full, not {mode!r}")
+        raise bad_option("--mode", mode, ("local", "window", "full"))
+    check_choice("--preset", preset, PRESETS)  # a usage error, before the store is looked at
     path = db_path(db)
     if not path.exists():
         raise fail(f"{path}: no Tortoise store (create one with `memsim tortoise capture` or `create-point`)")
@@ -105,6 +106,7 @@ def confidence(
     local EP pass first."""
     from tortoise_sim.errors import UnknownPoint
 
+    check_choice("--preset", preset, PRESETS)  # a usage error, before the store is looked at
     path = db_path(db)
     if not path.exists():
         raise fail(f"{path}: no Tortoise store")

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.boundary import describe_error, fail
+from harness.cli.boundary import bad_option, describe_error, fail
 from harness.cli.tortoise_store import DbOpt, check_store_path, db_path
 
 __all__ = ["serve"]
@@ -43,11 +43,11 @@ def serve(
     from tortoise_sim.service import stop as stop_service
 
     if preset not in ("analysed", "snapshot", "later"):
-        raise fail(f"--preset must be analysed, snapshot or later, not {preset!r}")
+        raise bad_option("--preset", preset, ("analysed", "snapshot", "later"))
     if embedder not in ("minilm", "hashing"):
-        raise fail(f"--embedder must be minilm or hashing, not {embedder!r}")
+        raise bad_option("--embedder", embedder, ("minilm", "hashing"))
     if stop and status:
-        raise fail("--stop and --status are exclusive")
+        raise bad_option("--stop/--status", None, "give one of them, not both")
     path = db_path(db)
     sock = socket_path_for(path, socket)
     if status:

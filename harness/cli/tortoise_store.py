@@ -61,7 +61,8 @@ def redactor_choice() -> str:
     from tortoise_sim.redaction import REDACTORS
 
     value = os.environ.get(REDACTOR_ENV, "faithful")
-    check_choice(f"${REDACTOR_ENV}", value, REDACTORS)
+    if value not in REDACTORS:  # the environment, not the command line: exit status 1
+        raise fail(f"${REDACTOR_ENV} must be one of {', '.join(REDACTORS)}, not {value!r}")
     return value
 
 

@@ -83,7 +83,7 @@ def test_run_np_and_bad_dataset(tmp_path):
     r = runner.invoke(app, ["run", "--driver", "np", "--dataset", str(ds), "--bank", str(bank), "--out", str(out)])
     assert r.exit_code == 1 and f"{ds}:2:" in r.output and "Traceback" not in r.output
     r = runner.invoke(app, ["run", "--driver", "xx", "--dataset", str(ds)])
-    assert r.exit_code == 1 and "--driver must be np or pm" in r.output
+    assert r.exit_code == 2 and "invalid value for '--driver': 'xx'; choose from np, pm" in r.output
 
 
 def test_train_refuses_non_positive_schedule_flags_in_one_line(tmp_path):
@@ -91,13 +91,14 @@ def test_train_refuses_non_positive_schedule_flags_in_one_line(tmp_path):
     pairs.write_text(json.dumps({"query": "q", "case": "c", "plan": "p", "truth_label": True}) + "\n")
     for args in (["--eval_every", "0"], ["--batch_size", "0"], ["--epochs", "-1"], ["--val_ratio", "1.5"]):
         r = runner.invoke(app, ["train", "--train", str(pairs), "--output_dir", str(tmp_path / "o"), *args])
-        assert r.exit_code == 1, (args, r.output)
-        assert "Traceback" not in r.output and f"{args[0]} must be" in r.output
+        assert r.exit_code == 2, (args, r.output)  # a usage error
+        assert "Traceback" not in r.output and f"invalid value for '{args[0]}': {args[1]}" in r.output
         assert not (tmp_path / "o" / "last.pt").exists()
 
 
 def test_run_refuses_negative_limit_and_top_k(tmp_path):
     for args in (["--limit", "-1"], ["--top_k", "-2"]):
         r = runner.invoke(app, ["run", "--driver", "np", "--out", str(tmp_path / "o"), *args])
-        assert r.exit_code == 1 and f"{args[0]} must be 0 or more" in r.output and "Traceback" not in r.output
+        assert r.exit_code == 2 and f"invalid value for '{args[0]}': {args[1]}; 0 or more" in r.output
+        assert "Traceback" not in r.output
         assert not (tmp_path / "o").exists()

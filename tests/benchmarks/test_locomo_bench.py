@@ -68,7 +68,7 @@ def test_bench_locomo_errors(tmp_path: Path) -> None:
     good = tmp_path / "d.json"
     good.write_text(json.dumps([_tiny("a")]))
     res = runner.invoke(app, ["bench", "locomo", "--data", str(good), "--arms", "nope", "--no-progress"])
-    assert res.exit_code == 1 and "unknown arm" in res.output
+    assert res.exit_code == 2 and "unknown arm" in res.output  # a usage error
     res = runner.invoke(app, ["bench", "locomo", "--data", str(good), "--conversation", "zz", "--no-progress",
                               "--arms", "full", "--out", str(tmp_path / "o")])
     assert res.exit_code == 1 and "unknown conversation zz" in res.output
@@ -125,7 +125,7 @@ def test_empty_arms_and_file_out_fail_before_the_work(tmp_path: Path) -> None:
     good.write_text(json.dumps([_tiny("a")]))
     res = runner.invoke(app, ["bench", "locomo", "--data", str(good), "--arms", "", "--no-progress", "--out",
                               str(tmp_path / "o")])
-    assert res.exit_code == 1 and "--arms is empty" in res.output
+    assert res.exit_code == 2 and "--arms is empty" in res.output  # a usage error
     assert not (tmp_path / "o" / "locomo").exists()
     with pytest.raises(ValueError, match="--arms is empty"):
         mod.run(tmp_path / "o2", data=good, arms=" ")

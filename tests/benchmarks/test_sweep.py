@@ -60,7 +60,7 @@ def test_config_errors_name_the_file(tmp_path: Path) -> None:
     res = runner.invoke(app, ["bench", "sweep", str(bad), "--no-progress"])
     assert res.exit_code == 1 and res.stderr.startswith("error:") and str(bad) in res.stderr
     res = runner.invoke(app, ["bench", "sweep", str(bad), "--address", "auto"])
-    assert res.exit_code == 1 and "--executor ray" in res.stderr
+    assert res.exit_code == 2 and "--executor ray" in res.stderr  # a usage error, before the file is read
 
 
 def test_t_interval_and_holm() -> None:

@@ -76,9 +76,9 @@ def test_cli_claims_writes_ledger_and_exit_codes(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "HAR-02" in res.output and (tmp_path / "ledger.html").exists()
     res = runner.invoke(app, ["claims", "--design", "nonsense"])
-    assert res.exit_code == 1 and "unknown design" in res.output
+    assert res.exit_code == 2 and "invalid value for '--design': 'nonsense'" in res.output  # a usage error
     res = runner.invoke(app, ["claims", "--id", "ZZZ-9"])
-    assert res.exit_code == 1 and "unknown claim" in res.output
+    assert res.exit_code == 2 and "unknown claim" in res.output
 
 
 def test_cli_exits_nonzero_when_a_claim_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

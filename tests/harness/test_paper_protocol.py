@@ -354,11 +354,12 @@ def test_cli_protocol_and_one_line_errors(tmp_path: Path) -> None:
     for args, needle in ((["--retrievers", "dragon"], "unknown retriever 'dragon'"),
                          (["--arms", "nosuch"], "unknown arm 'nosuch'"),
                          (["--data", str(tmp_path / "missing.json")], "missing.json"),
-                         (["--protocol", "other"], "unknown --protocol")):
+                         (["--protocol", "other"], "invalid value for '--protocol': 'other'")):
         base = ["bench", "locomo", "--protocol", "locomo-paper", "--data", str(f), "--out", str(tmp_path / "x")]
         bad = runner.invoke(app, base + args)
         text = " ".join(bad.output.split())
-        assert bad.exit_code == 1 and needle in text and "Traceback" not in bad.output, bad.output
+        code = 1 if args[0] == "--data" else 2  # a bad option value is a usage error; a missing file is not
+        assert bad.exit_code == code and needle in text and "Traceback" not in bad.output, bad.output
         assert text.startswith("error:") and "Error:" not in text.split("error:", 1)[1][:30]
     assert not (tmp_path / "x").exists()
     missing = runner.invoke(app, ["bench", "locomo", "--protocol", "locomo-paper", "--data", str(f), "--arms", "none",

@@ -42,6 +42,6 @@ def test_dream_and_confidence_commands(tmp_path: Path) -> None:
     table = runner.invoke(app, ["dream", "--db", str(db), "--mode", "window", "--no-calibration"])
     assert table.exit_code == 0 and "budget used" in table.output and str(db) in table.output
     assert runner.invoke(app, ["dream", "--db", str(db), "--budget", "0", "--no-calibration"]).exit_code == 0
-    assert runner.invoke(app, ["dream", "--db", str(db), "--mode", "weekly"]).exit_code == 1
+    assert runner.invoke(app, ["dream", "--db", str(db), "--mode", "weekly"]).exit_code == 2  # a usage error
     assert runner.invoke(app, ["confidence", "nope", "--db", str(db)]).exit_code == 1
     assert runner.invoke(app, ["dream", "--db", str(tmp_path / "missing.kuzu")]).exit_code == 1

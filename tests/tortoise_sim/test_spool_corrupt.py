@@ -65,4 +65,4 @@ def test_sdk_and_cli_expose_the_option(tmp_path):
     assert r.exit_code == 0, r.output
     assert len(list((root / "quarantine").iterdir())) == 2
     r = CliRunner().invoke(app, ["tortoise", "spool-flush", "--db", str(tmp_path / "t.kuzu"), "--on-corrupt", "keep"])
-    assert r.exit_code == 1 and "--on-corrupt must be one of" in r.output
+    assert r.exit_code == 2 and "invalid value for '--on-corrupt': 'keep'" in r.output  # a usage error

@@ -31,8 +31,8 @@ def run(*args: str, input: str | bytes | None = None, cwd: Path | None = None): 
         os.chdir(old)
 
 
-def one_line_error(r, *needles: str) -> None:
-    assert r.exit_code == 1, (r.exit_code, r.output)
+def one_line_error(r, *needles: str, code: int = 1) -> None:
+    assert r.exit_code == code, (r.exit_code, r.output)
     assert "Traceback" not in r.output, r.output
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
@@ -192,16 +192,16 @@ def test_volunteer_prior_context_file(store, bad_paths, kind, needle):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["dream", "--preset", "bogus"], "--preset must be one of"),
+    (["dream", "--preset", "bogus"], "invalid value for '--preset': 'bogus'"),
     (["diary-read", "bob", "--last-n", "99999999999999999999"], "--last-n"),
     (["diary-read", "bob", "--last-n", "-1"], "--last-n"),
     (["checkpoint", "--threshold", "-5"], "--threshold"),
     (["checkpoint", "--threshold", "nan"], "finite"),
     (["checkpoint", "--threshold", "2"], "--threshold"),
     (["feed", "--last", "-5"], "--last"),
-    (["create-point", "decision", "x", "--credibility", "hihg"], "--credibility must be one of"),
-    (["create-point", "no-such-kind", "x"], "KIND must be one of"),
-    (["retract", "PID", "--valid-to", "not a date"], "--valid-to must be an ISO-8601"),
+    (["create-point", "decision", "x", "--credibility", "hihg"], "invalid value for '--credibility': 'hihg'"),
+    (["create-point", "no-such-kind", "x"], "invalid value for 'KIND': 'no-such-kind'"),
+    (["retract", "PID", "--valid-to", "not a date"], "'--valid-to': 'not a date'; an ISO-8601"),
     (["volunteer", "--max-pointers", "0"], "--max-pointers"),
     (["volunteer", "--min-confidence", "1.5"], "--min-confidence"),
 ])
@@ -209,7 +209,7 @@ def test_tortoise_option_values_are_checked(store, args, needle):
     path, pid = store
     args = [pid if a == "PID" else a for a in args]
     r = run("tortoise", *args, "--db", str(path), input='[{"content": "hello"}]')
-    one_line_error(r, needle)
+    one_line_error(r, needle, code=2)  # a bad option value is a usage error
 
 
 def test_feed_last_zero_prints_nothing_and_last_one_prints_one(store):
@@ -273,7 +273,7 @@ def test_train_refuses_out_of_range_options_before_writing(tmp_path, flag, value
     train.write_text('{"query": "q", "case": "c", "plan": "p", "truth_label": 1}\n')
     out = tmp_path / "out"
     r = run("agentfly", "train", "--train", str(train), "--output_dir", str(out), flag, value)
-    one_line_error(r, flag)
+    one_line_error(r, f"'{flag}'", code=2)  # a bad option value is a usage error
     assert not out.exists()
 
 
@@ -385,13 +385,13 @@ def test_hook_session_end_bad_stdin_exits_0(tmp_path):
 
 def test_more_option_ranges(store):
     path, _ = store
-    one_line_error(run("tortoise", "dream", "--max-hops", "-1", "--db", str(path)), "--max-hops")
+    one_line_error(run("tortoise", "dream", "--max-hops", "-1", "--db", str(path)), "'--max-hops'", code=2)
     one_line_error(run("agentfly", "retrieve", "--model_path", "x", "--pool_jsonl", "y", "--query", "q", "--device",
-                       "tpu"), "--device")
+                       "tpu"), "'--device': 'tpu'", code=2)
 
 
 @pytest.mark.parametrize("args", [["agentfly", "run", "--seed", "-1"], ["agentfly", "train", "--train", "x",
                                                                         "--output_dir", "y", "--seed", "-1"],
                                   ["claims", "--id", "FRA-01", "--seed", "99999999999"]])
 def test_seeds_outside_the_numpy_range(args):
-    one_line_error(run(*args), "--seed")
+    one_line_error(run(*args), "'--seed'", code=2)  # a bad option value is a usage error

@@ -94,9 +94,9 @@ def test_memsim_crash_cli(tmp_path: Path) -> None:
 
     runner = CliRunner()
     r = runner.invoke(app, ["crash", "--design", "bogus"])
-    assert r.exit_code == 1 and "unknown design 'bogus'" in r.output
+    assert r.exit_code == 2 and "invalid value for '--design': 'bogus'" in r.output  # a usage error
     r = runner.invoke(app, ["crash", "--sequence", "fractal.nope", "--design", "fractal"])
-    assert r.exit_code == 1 and "unknown sequence" in r.output
+    assert r.exit_code == 2 and "invalid value for '--sequence': 'fractal.nope'" in r.output
     out = tmp_path / "res"
     r = runner.invoke(app, ["crash", "--design", "fractal", "--sequence", "fractal.submit", "--hardened",
                             "--max-points", "6", "--out", str(out)])

@@ -1,0 +1,113 @@
+"""Values that a command checks itself (a name outside its list, a number outside its rule, options that do not go
+together) are usage errors like the parser's: exit status 2 and one ``error:`` line naming the command, the option,
+the value and what is allowed, never a traceback (docs/cli.md). Failures that are not about the command line (a
+missing file, data not found) keep exit status 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli.main import app
+
+DB = "{tmp}/t.kuzu"  # never created: every check below runs before a store is opened
+WS = "{tmp}"
+
+# (argv, the option the line must name, the value it must quote or None when the option's use is wrong)
+CHECKS: list[tuple[list[str], str, str | None]] = [
+    (["claims", "--design", "nope"], "--design", "nope"),
+    (["claims", "--kind", "nope"], "--kind", "nope"),
+    (["claims", "--id", "NOPE-99"], "--id", "NOPE-99"),
+    (["claims", "--seed", "-1"], "--seed", None),
+    (["fuzz", "--target", "nope"], "--target", "nope"),
+    (["fuzz", "--name", "a/b"], "--name", "a/b"),
+    (["crash", "--design", "nope"], "--design", "nope"),
+    (["crash", "--max-points", "0"], "--max-points", None),
+    (["crash", "--design", "fractal", "--sequence", "nope"], "--sequence", "nope"),
+    (["data", "fetch", "nope"], "DATASET", "nope"),
+    (["fractal", "show", "s1", "-w", WS, "--counter", "zzz"], "--counter", "zzz"),
+    (["agentfly", "retrieve", "--model_path", "{tmp}/m.pt", "--pool_jsonl", "{tmp}/p.jsonl", "--query", "q",
+      "--device", "tpu"], "--device", "tpu"),
+    (["agentfly", "train", "--train", "{tmp}/t.jsonl", "--output_dir", "{tmp}/o", "--plan_style", "fancy"],
+     "--plan_style", "fancy"),
+    (["agentfly", "train", "--train", "{tmp}/t.jsonl", "--output_dir", "{tmp}/o", "--epochs", "0"], "--epochs",
+     None),
+    (["agentfly", "train", "--train", "{tmp}/t.jsonl", "--output_dir", "{tmp}/o", "--val_ratio", "1.5"],
+     "--val_ratio", None),
+    (["agentfly", "train", "--train", "{tmp}/t.jsonl", "--output_dir", "{tmp}/o", "--lr", "0"], "--lr", None),
+    (["agentfly", "run", "--limit", "-1", "--out", "{tmp}/o"], "--limit", None),
+    (["agentfly", "run", "--top_k", "-1", "--out", "{tmp}/o"], "--top_k", None),
+    (["agentfly", "run", "--p_correct", "2", "--out", "{tmp}/o"], "--p_correct", None),
+    (["agentfly", "run", "--driver", "xx", "--out", "{tmp}/o"], "--driver", "xx"),
+    (["agentfly", "run", "--executor", "xx", "--out", "{tmp}/o"], "--executor", "xx"),
+    (["agentfly", "run", "--judge", "xx", "--out", "{tmp}/o"], "--judge", "xx"),
+    (["tortoise", "diary-read", "a", "--last-n", "-1", "--db", DB], "--last-n", None),
+    (["tortoise", "retract", "p1", "--valid-to", "not a date", "--db", DB], "--valid-to", "not a date"),
+    (["tortoise", "feed", "--last", "-1", "--db", DB], "--last", None),
+    (["tortoise", "volunteer", "--max-pointers", "9", "--db", DB], "--max-pointers", None),
+    (["tortoise", "volunteer", "--min-confidence", "nan", "--db", DB], "--min-confidence", None),
+    (["tortoise", "checkpoint", "--threshold", "0", "--db", DB], "--threshold", None),
+    (["tortoise", "create-point", "decision", "x", "--credibility", "hihg", "--db", DB], "--credibility", "hihg"),
+    (["tortoise", "create-point", "no-such-kind", "x", "--db", DB], "KIND", "no-such-kind"),
+    (["tortoise", "spool-flush", "--on-corrupt", "keep", "--db", DB], "--on-corrupt", "keep"),
+    (["tortoise", "dream", "--mode", "weekly", "--db", DB], "--mode", "weekly"),
+    (["tortoise", "dream", "--max-hops", "-1", "--db", DB], "--max-hops", None),
+    (["tortoise", "dream", "--preset", "bogus", "--db", DB], "--preset", "bogus"),
+    (["tortoise", "confidence", "p1", "--preset", "bogus", "--db", DB], "--preset", "bogus"),
+    (["tortoise", "serve", "--preset", "bogus", "--db", DB], "--preset", "bogus"),
+    (["tortoise", "serve", "--embedder", "bogus", "--db", DB], "--embedder", "bogus"),
+    (["tortoise", "serve", "--stop", "--status", "--db", DB], "--stop/--status", None),
+    (["bench", "locomo", "--protocol", "nope"], "--protocol", "nope"),
+    (["bench", "locomo", "--retrievers", "bm25"], "--retrievers", None),
+    (["bench", "locomo", "--arms", "nope"], "--arms", "nope"),
+    (["bench", "locomo", "--arms", ""], "--arms", ""),
+    (["bench", "locomo", "--arm-class", "no colon here"], "--arm-class", "no colon here"),
+    (["bench", "locomo", "--protocol", "locomo-paper", "--lm", "openai/x"], "--lm", None),
+    (["bench", "locomo", "--protocol", "locomo-paper", "--retrievers", "dragon"], "--retrievers", "dragon"),
+    (["bench", "locomo", "--protocol", "locomo-paper", "--arms", "nope"], "--arms", "nope"),
+    (["bench", "sweep", "{tmp}/s.yaml", "--executor", "slurm"], "--executor", "slurm"),
+    (["bench", "sweep", "{tmp}/s.yaml", "--address", "auto"], "--address", None),
+    (["bench", "service-faults", "--embedder", "bogus", "--out", "{tmp}/o"], "--embedder", "bogus"),
+]
+
+
+@pytest.mark.parametrize("argv,option,value", CHECKS, ids=[" ".join(a) for a, _, _ in CHECKS])
+def test_a_value_the_command_checks_itself_is_a_usage_error(tmp_path: Path, monkeypatch, argv, option, value):
+    monkeypatch.chdir(tmp_path)  # a default output folder would land here (none may be created)
+    args = [a.format(tmp=tmp_path) for a in argv]
+    r = CliRunner().invoke(app, args, prog_name="memsim", input="")
+    assert r.exit_code == 2, (r.exit_code, r.output)
+    assert r.stdout == "", r.stdout
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    line = lines[0]
+    assert line.startswith("error: memsim ") and "Traceback" not in r.stderr, line
+    assert f"'{option}'" in line, (option, line)
+    if value is not None:
+        assert repr(value) in line, (value, line)
+    assert f"(see `memsim {argv[0]}" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "a usage error wrote or created something"
+
+
+def test_a_failure_that_is_not_about_the_command_line_keeps_exit_1(tmp_path: Path):
+    missing = tmp_path / "missing.json"
+    r = CliRunner().invoke(app, ["bench", "locomo", "--data", str(missing), "--arms", "full", "--out",
+                                 str(tmp_path / "o")], prog_name="memsim")
+    assert r.exit_code == 1, r.output
+    [line] = r.stderr.splitlines()
+    assert line.startswith("error: ") and str(missing) in line and "invalid value" not in line
+    r = CliRunner().invoke(app, ["bench", "locomo", "--arm-class", "no_such_pkg_xyz:Arm", "--out",
+                                 str(tmp_path / "o")], prog_name="memsim")  # names something that is not there
+    assert r.exit_code == 1 and "no module named no_such_pkg_xyz" in r.stderr, r.output
+
+
+def test_bad_option_line_and_status(capsys):
+    from harness.cli.boundary import bad_option
+
+    exc = bad_option("--mode", "weekly", ("local", "full"))
+    assert exc.exit_code == 2
+    assert capsys.readouterr().err == "error: invalid value for '--mode': 'weekly'; choose from local, full\n"
+    assert bad_option("--stop/--status", None, "give one of them, not both").exit_code == 2
+    assert capsys.readouterr().err == "error: invalid use of '--stop/--status': give one of them, not both\n"
