@@ -406,7 +406,7 @@ def _read_only(inp: FuzzInput, path: Path, root: Path) -> Iterator[Path]:
 
 def _spool_files(which: str) -> Callable[[FuzzInput, Path], str]:
     def run(inp: FuzzInput, tmp: Path) -> str:
-        from tortoise_sim.spool import Spool, SpoolTurnsError, entry_key
+        from tortoise_sim.spool import Spool, entry_key
 
         root = tmp / "spool"
         sp = Spool(root)
@@ -422,17 +422,41 @@ def _spool_files(which: str) -> Callable[[FuzzInput, Path], str]:
             posted.append(body)
             return 200
 
-        try:
-            counts = Spool(root).flush_spool(post, 10**15)
-        except (OSError, SpoolTurnsError) as exc:  # a documented stop naming the entry's file (and line)
-            _check_spool(root)
-            return _rejected(exc, target, (OSError, SpoolTurnsError))
+        # flush_spool never raises (spec 10.1 item 15): each entry is filed under its own guard, so anything that
+        # escapes it is a crash of the target
+        counts = Spool(root).flush_spool(post, 10**15)
         _check_spool(root)
-        if counts.get("discarded"):
-            return "skipped"
-        return "accepted" if posted or counts.get("filed") or counts.get("posted") else "skipped"
+        return _spool_outcome(Spool(root), counts, posted, "s1" if which == "turns" else f"unreadable:{key}", target)
 
     return run
+
+
+def _spool_outcome(spool: Any, counts: dict[str, int], posted: list[Any], failed_sid: str, target: Path) -> str:
+    """A flush's outcome, checked against the spool's ledger (spec 10.1 items 9, 15, 17):
+
+    - ``rejected``: the entry's filing failed under its guard (a directory where the fuzzed file should be): a
+      ledger ``entry_failed`` row for the entry (``failed_sid``) with the detail ``unexpected failure while filing:
+      <repr>``, the fuzzed file kept, and no post;
+    - ``skipped``: the entry discarded with its ledger row (a corrupt meta: ``corrupt_entry``; a turn log with no
+      readable turn, unparsable lines skipped and an unreadable log read as no turns: ``transcript_empty``), or
+      not due (backoff, quarantine, already filed, a probe id);
+    - ``accepted``: the turns were posted.
+
+    A count without its ledger row, or a failed entry whose file is gone, is a :class:`Crash`."""
+    rows = spool.ledger_rows()
+    if counts.get("failed"):
+        mine = [r for r in rows if r.get("reason") == "entry_failed" and r.get("session_id") == failed_sid]
+        if len(mine) != counts["failed"] or not all(
+                str(r.get("detail", "")).startswith("unexpected failure while filing: ") for r in mine):
+            raise Crash(f"{counts['failed']} failed entry(ies) but ledger rows {rows!r:.300}")
+        if not target.exists():
+            raise Crash(f"a failed entry was not kept: {target.name} is gone")
+        return "rejected"
+    if counts.get("discarded"):
+        if not any(r.get("reason") in ("corrupt_entry", "transcript_empty") for r in rows):
+            raise Crash(f"entry discarded without its ledger row: {rows!r:.300}")
+        return "skipped"
+    return "accepted" if posted or counts.get("filed") or counts.get("posted") else "skipped"
 
 
 def _tortoise_cli_input(kind: str) -> Callable[[FuzzInput, Path], str]:
@@ -539,11 +563,13 @@ def targets() -> dict[str, Target]:
         Target("tortoise-spool-meta", "tortoise_sim.spool.Spool.flush_spool (meta file)", _spool_files("meta"),
                _SPOOL_META_SEED, ("session_id", "turns_count", "lane", "attempts", "next_attempt_at_ms", "filed_key",
                                  "capture_key", "version"), False,
-               "corrupt meta: entry discarded with a ledger line (spec 10.1 item 9) = skipped"),
+               "corrupt meta: entry discarded with a ledger line (spec 10.1 item 9) = skipped; a directory in its "
+               "place: the entry fails under its guard (ledger entry_failed, kept; spec 10.1 item 15) = rejected"),
         Target("tortoise-spool-turns", "tortoise_sim.spool.Spool.flush_spool (turn log)", _spool_files("turns"),
                _SPOOL_TURNS_SEED, ("role", "content"), True,
-               "unreadable turn log: SpoolTurnsError naming <file>:<line>, the flush stops and the entry stays "
-               "= rejected; a directory in its place: OSError naming it = rejected"),
+               "unparsable lines skipped; no readable turn (an unreadable log reads as none): entry discarded as "
+               "transcript_empty with a ledger line (spec 10.1 item 17, TOR-52) = skipped; a directory in its "
+               "place: the entry fails under its guard (ledger entry_failed, kept; item 15) = rejected"),
         Target("tortoise-capture-input", "memsim tortoise capture FILE (_load_json_input + capture_session)",
                _tortoise_cli_input("capture"), _CAPTURE_SEED, ("role", "content"), False,
                "one `error: <file>` line, or the capture's ValueError/ok=false"),

@@ -57,7 +57,7 @@ def test_memsim_fuzz_writes_its_report(tmp_path):
     assert data["summary"]["outcomes"]["crash"] == 0
     assert "| locomo |" in (tmp_path / "fuzz.md").read_text()
     r = CliRunner().invoke(app, ["fuzz", "--target", "nope", "--out", str(tmp_path)])
-    assert r.exit_code == 1 and "unknown --target" in r.output
+    assert r.exit_code == 2 and "invalid value for '--target': 'nope'" in r.output  # a usage error
 
 
 def test_memsim_fuzz_name_writes_a_named_report_in_one_run(tmp_path):
@@ -75,7 +75,7 @@ def test_memsim_fuzz_name_writes_a_named_report_in_one_run(tmp_path):
     assert "All 2 planned targets finished." in md and data["run"]["command"] in md
     assert f"Total: {data['summary']['examples']} inputs" in md
     r = CliRunner().invoke(app, ["fuzz", "--target", "locomo", "--out", str(tmp_path), "--name", "a/b"])
-    assert r.exit_code == 1 and "plain file name" in r.output
+    assert r.exit_code == 2 and "plain file name" in r.output  # a usage error
 
 
 def test_fuzz_report_of_a_run_killed_part_way_names_the_missing_targets(tmp_path):
@@ -103,3 +103,13 @@ def test_spool_meta_with_an_infinite_count_is_an_outcome_and_a_torn_meta_is_a_pa
     path.write_bytes(path.read_bytes()[:20])  # torn by the spool's own writer, not the fuzzer's input
     with pytest.raises(PartialWrite, match="does not parse"):
         _check_spool(root)
+
+
+def test_spool_turns_outcomes_follow_the_guarded_flush():
+    """The turn log target classifies by the spool's ledger: a flush never stops on a turn log (spec 10.1 items
+    15 and 17)."""
+    turns = targets()["tortoise-spool-turns"]
+    assert run_one(turns, FuzzInput("directory", None))[0] == "rejected"  # entry_failed under its guard, kept
+    assert run_one(turns, FuzzInput("x", b"\xff\xfe not utf-8\n"))[0] == "skipped"  # no turns: transcript_empty
+    assert run_one(turns, FuzzInput("x", b'not json\n{"role": "user", "content": "decision: a"}\n'))[0] == "accepted"
+    assert "SpoolTurnsError" not in turns.documented and "transcript_empty" in turns.documented
