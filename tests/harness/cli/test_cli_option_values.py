@@ -111,3 +111,13 @@ def test_bad_option_line_and_status(capsys):
     assert capsys.readouterr().err == "error: invalid value for '--mode': 'weekly'; choose from local, full\n"
     assert bad_option("--stop/--status", None, "give one of them, not both").exit_code == 2
     assert capsys.readouterr().err == "error: invalid use of '--stop/--status': give one of them, not both\n"
+
+
+def test_the_command_checked_example_of_the_cli_page_is_what_memsim_prints():
+    import re
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "cli.md").read_text(encoding="utf-8")
+    (example,) = re.findall(r"``(error: memsim crash: .*?)``", page, re.S)
+    r = CliRunner().invoke(app, ["crash", "--design", "nope"], prog_name="memsim")
+    assert r.exit_code == 2
+    assert " ".join(example.split()) == r.stderr.strip(), (example, r.stderr)
