@@ -318,6 +318,9 @@ def serve(
     from benchmarks import serve as mod
 
     ds = None if decision_sizes is None else [n for n in decision_sizes if n]
+    for n in ds or []:  # checked here, before any work: a usage error
+        if n < 10:
+            raise bad_option("--decision-size", n, "0 (no decision store) or at least 10 points")
     _run(mod.run, out, quick, progress, seed=seed, echo=_echo, sizes=list(sizes) if sizes else None,
          cache_dir=cache_dir, load_seconds=load_seconds, decision_sizes=ds, hook_exe=hook_exe)
 

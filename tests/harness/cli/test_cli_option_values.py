@@ -70,6 +70,7 @@ CHECKS: list[tuple[list[str], str, str | None]] = [
     (["bench", "sweep", "{tmp}/s.yaml", "--executor", "slurm"], "--executor", "slurm"),
     (["bench", "sweep", "{tmp}/s.yaml", "--address", "auto"], "--address", None),
     (["bench", "service-faults", "--embedder", "bogus", "--out", "{tmp}/o"], "--embedder", "bogus"),
+    (["bench", "serve", "--decision-size", "5", "--out", "{tmp}/o"], "--decision-size", None),
 ]
 
 
