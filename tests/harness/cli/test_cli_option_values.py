@@ -21,6 +21,7 @@ CHECKS: list[tuple[list[str], str, str | None]] = [
     (["claims", "--kind", "nope"], "--kind", "nope"),
     (["claims", "--id", "NOPE-99"], "--id", "NOPE-99"),
     (["claims", "--seed", "-1"], "--seed", None),
+    (["claims", "--id", "FRA-01", "--design", "tortoise"], "--design/--id/--kind", None),
     (["fuzz", "--target", "nope"], "--target", "nope"),
     (["fuzz", "--name", "a/b"], "--name", "a/b"),
     (["crash", "--design", "nope"], "--design", "nope"),
