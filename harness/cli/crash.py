@@ -114,4 +114,4 @@ def crash(
             console.print(summary_line(r), soft_wrap=True)
             console.print(f"  outcomes: {outcome_text(r['outcomes'])}")
         for p in write_report(report, out):
-            console.print(f"wrote {p}")
+            console.print(f"wrote {p}", soft_wrap=True)

@@ -38,8 +38,6 @@ def _facts(rep_facts: dict[str, object]) -> str:
 
 def _looked_up(title: str, dataset: str, option: str) -> Path | None:
     """Say where ``dataset`` was looked for and what was found (found or not), and return its path or ``None``."""
-    import textwrap
-
     from harness.datapaths import lookup
 
     path, source, looked = lookup(dataset)
@@ -47,10 +45,8 @@ def _looked_up(title: str, dataset: str, option: str) -> Path | None:
         console.print(f"{title}: {path} ({source})", soft_wrap=True)
     else:
         console.print(f"{title}: not found (run `memsim data fetch {dataset}`, or give {option})", soft_wrap=True)
-    for where in looked:  # wrapped between words (a path is never split) to the console's width
-        for line in textwrap.wrap(f"looked at {where}", max(40, console.width), initial_indent="  ",
-                                  subsequent_indent="    ", break_long_words=False, break_on_hyphens=False):
-            console.print(line, soft_wrap=True)
+    for where in looked:  # one line each, never wrapped: the place (a path) and what was found there stay together
+        console.print(f"  looked at {where}", soft_wrap=True)
     return path
 
 
@@ -135,7 +131,7 @@ def check(
             json_out.write_text(json.dumps([r.to_dict() for r in reports], indent=2) + "\n", encoding="utf-8")
         except OSError as exc:
             raise fail(f"cannot write {json_out}: {exc.strerror or exc}") from None
-        console.print(f"wrote {json_out}")
+        console.print(f"wrote {json_out}", soft_wrap=True)
     bad = [(r.path, e) for r in reports for e in r.errors]
     for path, e in bad:
         err_console.print(error_line(f"{path}: {e}"), soft_wrap=True)

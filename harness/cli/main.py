@@ -115,7 +115,7 @@ def claims(
         summary.add_row(scope, *(str(c[v]) for v in ("holds", "refuted", "error", "skipped")))
     console.print(summary)
     for p in write_all(ledger, out):
-        console.print(f"wrote {p}")
+        console.print(f"wrote {p}", soft_wrap=True)
     errors = [r.id for r in ledger.rows if r.verdict == "error"]
     if errors:
         console.print(Text.assemble(styled(f"{len(errors)} claim(s) errored:", "bold red"), " ", ", ".join(errors)))
@@ -198,7 +198,7 @@ def fuzz(
         for line in fuzz_lines(results, examples, console.width):
             console.print(line, soft_wrap=True)
     for p in write_report(results, out, **report):
-        console.print(f"wrote {p}")
+        console.print(f"wrote {p}", soft_wrap=True)
     bad = summarize(results)["failing_targets"]
     if bad:
         console.print(Text.assemble(styled("crash or partial write in:", "bold red"), " ", ", ".join(bad)))

@@ -68,7 +68,7 @@ def dream(
         sys.stdout.write(json.dumps(out, default=str) + "\n")
         return
     _print_result(out)
-    console.print(f"store: {path}")
+    console.print(f"store: {path}", soft_wrap=True)
 
 
 def _print_result(out: dict[str, Any]) -> None:

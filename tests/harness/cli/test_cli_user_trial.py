@@ -312,3 +312,19 @@ def test_paper_protocol_shows_its_retriever_load_as_a_bar(tmp_path: Path) -> Non
                      echo=lambda text: events.append(f"echo {text}"))
     assert events[:2] == ["bar loading retrievers bm25", "bar paper protocol: conversations x retrievers"]
     assert rec.bars[0] == ("loading retrievers bm25", 1)
+
+
+def test_written_paths_are_whole_lines_past_80_columns(tmp_path: Path) -> None:
+    """A `wrote <path>` or `looked at <path>` line longer than the console is printed whole (a path split over two
+    lines cannot be copied); it failed for claims, crash and data check whenever the path passed 80 columns."""
+    deep = tmp_path / ("a folder name long enough to pass eighty columns [x] :smile: é" + "-" * 20) / "out"
+    res = runner.invoke(app, ["claims", "--id", "FRA-01", "--out", str(deep)], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    for name in ("ledger.json", "ledger.md", "ledger.html"):
+        assert f"wrote {deep / name}\n" in res.stdout
+    home = tmp_path / ("data" + "-" * 80)
+    res = runner.invoke(app, ["data", "check"], env={"COLUMNS": "80", "MEMSIM_DATA_DIR": str(home),
+                                                     "MEMSIM_LOCOMO_DATA": "", "MEMSIM_AGENTFLY_DATA": ""})
+    assert f"  looked at {home / 'agentfly'} (absent)\n" in res.stdout, res.stdout
+    assert f"  looked at {home / 'locomo' / 'locomo10.json'} (absent), and no other *.json file in " \
+           f"{home / 'locomo'}\n" in res.stdout, res.stdout
