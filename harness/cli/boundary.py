@@ -12,6 +12,7 @@ user text, and never ``escape`` it (the escape backslashes would be printed)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -145,6 +146,7 @@ def guarded(fn: Callable[..., Any], *, hook: bool = False) -> Callable[..., Any]
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _COMMAND_END.append([])
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, click.exceptions.Exit) as exc:
@@ -161,9 +163,28 @@ def guarded(fn: Callable[..., Any], *, hook: bool = False) -> Callable[..., Any]
             if os.environ.get(TRACEBACK_ENV) == "1":
                 raise
             raise fail(describe_error(exc)) from None
+        finally:
+            for done in reversed(_COMMAND_END.pop()):
+                with contextlib.suppress(Exception):
+                    done()
 
     wrapper.__memsim_boundary__ = True  # type: ignore[attr-defined]
     return wrapper
+
+
+_COMMAND_END: list[list[Callable[[], Any]]] = []
+"""One list per running command (innermost last): what :func:`at_command_end` registered."""
+
+
+def at_command_end(done: Callable[[], Any]) -> bool:
+    """Run ``done`` when the running command ends, however it ends (its result printed, an error line, an exit);
+    False, and nothing registered, outside a command. The CLI closes the stores a command opened this way, so a
+    later command in the same process (a test's CliRunner, a program embedding the app) never works beside a live
+    handle on the same files."""
+    if not _COMMAND_END:
+        return False
+    _COMMAND_END[-1].append(done)
+    return True
 
 
 def guard_app(app: typer.Typer) -> typer.Typer:

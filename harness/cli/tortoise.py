@@ -19,6 +19,7 @@ import typer
 from harness.cli import tortoise_dream, tortoise_serve
 from harness.cli.boundary import (
     BoundaryTyper,
+    at_command_end,
     bad_option,
     check_choice,
     check_range,
@@ -95,8 +96,10 @@ def _hook_store(path: Path) -> Any:
 
     if not path.is_file() or path.stat().st_size == 0:
         raise FileNotFoundError(str(path))
-    return Tortoise(path, config=SimConfig.preset("analysed", redactor=redactor_choice()), encoder=_LazyEncoder(),
-                    seed=None).store
+    store = Tortoise(path, config=SimConfig.preset("analysed", redactor=redactor_choice()), encoder=_LazyEncoder(),
+                     seed=None).store
+    at_command_end(store.close)
+    return store
 
 
 @app.command("hook-volunteer")

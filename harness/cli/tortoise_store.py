@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from harness.cli.boundary import check_choice, describe_error, fail
+from harness.cli.boundary import at_command_end, check_choice, describe_error, fail
 
 DbOpt = Annotated[Path | None, typer.Option("--db", help="Kuzu store path (default $MEMSIM_TORTOISE_DB or "
                                                          "./.memsim/tortoise.kuzu).")]
@@ -90,10 +90,12 @@ def open_sim(db: Path | None, preset: str = "analysed", *, must_exist: bool = Fa
     check_store_path(path, must_exist=must_exist)
     cfg = SimConfig.preset(preset, redactor=redactor_choice())
     try:
-        return Tortoise(path, config=cfg, encoder=_LazyEncoder(), seed=None)
+        sim = Tortoise(path, config=cfg, encoder=_LazyEncoder(), seed=None)
     except (RuntimeError, OSError) as exc:
         msg = describe_error(exc).removeprefix("RuntimeError: ")
         raise fail(f"{path}: cannot open the Kuzu store: {msg}") from None
+    at_command_end(sim.close)  # a late-collected handle's close would checkpoint its stale view over a newer one
+    return sim
 
 
 
