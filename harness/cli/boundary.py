@@ -28,6 +28,17 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+try:  # typer 0.2x vendors click: the exceptions it raises are typer._click's, not the click package's
+    from typer._click import exceptions as _typer_click
+except ImportError:  # pragma: no cover - a typer that uses the click package itself
+    _typer_click = click.exceptions
+
+CLICK_EXITS: tuple[type[BaseException], ...] = (typer.Exit, click.exceptions.Exit)
+"""A command's deliberate exit, whichever click raised it."""
+CLICK_ERRORS: tuple[type[BaseException], ...] = (click.exceptions.ClickException, click.exceptions.Abort,
+                                                  _typer_click.ClickException, typer.Abort)
+"""Usage errors and aborts that click itself reports (raised by a command: ``typer.BadParameter``, ``typer.Abort``)."""
+
 
 def make_console(*, stderr: bool = False, **kwargs: Any) -> Console:
     """A console that prints strings as given: no markup, no emoji codes, no highlighting (see the module doc).
@@ -149,11 +160,11 @@ def guarded(fn: Callable[..., Any], *, hook: bool = False) -> Callable[..., Any]
         _COMMAND_END.append([])
         try:
             return fn(*args, **kwargs)
-        except (typer.Exit, click.exceptions.Exit) as exc:
+        except CLICK_EXITS as exc:
             if hook and getattr(exc, "exit_code", 0):
                 raise typer.Exit(0) from None
             raise
-        except (click.exceptions.ClickException, click.exceptions.Abort, KeyboardInterrupt):
+        except (*CLICK_ERRORS, KeyboardInterrupt):
             if hook:
                 raise typer.Exit(0) from None
             raise

@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import click
-import typer
+from harness.cli.boundary import CLICK_EXITS
 
 
 def _dirs_under(root: Path) -> set[Path]:
@@ -34,7 +33,7 @@ def removed_if_empty_on_failure(out_dir: Path) -> Iterator[Path]:
     try:
         yield out_dir
     except BaseException as exc:
-        if not (isinstance(exc, typer.Exit | click.exceptions.Exit) and exc.exit_code == 0):
+        if not (isinstance(exc, CLICK_EXITS) and getattr(exc, "exit_code", 1) == 0):
             remove_new_empty_dirs(out_dir, before, missing)
         raise
 

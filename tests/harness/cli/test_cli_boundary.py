@@ -395,3 +395,26 @@ def test_more_option_ranges(store):
                                   ["claims", "--id", "FRA-01", "--seed", "99999999999"]])
 def test_seeds_outside_the_numpy_range(args):
     one_line_error(run(*args), "'--seed'", code=2)  # a bad option value is a usage error
+
+
+def test_click_errors_a_command_raises_pass_the_boundary_as_click_reports_them() -> None:
+    """typer vendors click: ``typer.BadParameter``/``typer.Abort`` are not the click package's classes, and the
+    boundary used to turn them into its generic exit-1 error line (a usage error must stay click's, exit 2)."""
+    import pytest
+    import typer
+
+    from harness.cli.boundary import guarded
+
+    def bad() -> None:
+        raise typer.BadParameter("must be even", param_hint="'--n'")
+
+    def abort() -> None:
+        raise typer.Abort()
+
+    with pytest.raises(typer.BadParameter):
+        guarded(bad)()
+    with pytest.raises(typer.Abort):
+        guarded(abort)()
+    with pytest.raises(typer.Exit) as hook_exit:  # a hook never fails its host
+        guarded(bad, hook=True)()
+    assert hook_exit.value.exit_code == 0
