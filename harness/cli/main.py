@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 import harness  # noqa: F401  (sets offline environment variables first)
-from harness.cli import agentfly, bench, data, fractal, tortoise
+from harness.cli import agentfly, bench, data, fractal, hosts, tortoise
 from harness.cli import crash as crash_cmd
 from harness.cli.boundary import BoundaryTyper, bad_option, check_output_dir, fail, make_console, styled
 from harness.cli.help_format import TidyGroup
@@ -25,6 +25,7 @@ app.add_typer(agentfly.app, name="agentfly")
 app.add_typer(tortoise.app, name="tortoise")
 app.add_typer(bench.app, name="bench")
 app.add_typer(data.app, name="data")
+app.add_typer(hosts.app, name="hosts")
 app.command("crash")(crash_cmd.crash)
 
 console = make_console()  # markup and emoji off: paths, ids and messages print as given
