@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from harness.cli.boundary import bad_option, fail, make_console
 
@@ -50,14 +49,19 @@ def install_cmd(
 
 @app.command("list")
 def list_cmd() -> None:
-    """One row per known host: its pinned version, the version installed (from its package.json) and the path."""
+    """One row per known host: its pinned version, the version installed (from its package.json) and the path.
+
+    Plain aligned rows, one line each (a path is never wrapped, so it can be copied from a pipe or a narrow
+    terminal); ``-`` where a host is not installed."""
     from harness.hosts import install as inst
 
     have = inst.installed()
-    table = Table(title=f"memsim hosts ({inst.hosts_dir()})")
-    for col in ("host", "pinned", "installed", "path"):
-        table.add_column(col, overflow="fold")
+    rows = [("host", "pinned", "installed", "path")]
     for name, spec in inst.HOSTS.items():
         h = have.get(name)
-        table.add_row(name, spec.version, h.version if h else "-", str(h.root) if h else "-")
-    console.print(table)
+        rows.append((name, spec.version, h.version if h else "-", str(h.root) if h else "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    console.print(f"hosts folder: {inst.hosts_dir()}", soft_wrap=True)
+    for r in rows:
+        console.print("  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3],
+                      soft_wrap=True)
