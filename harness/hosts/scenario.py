@@ -1,0 +1,463 @@
+"""Host scenarios: multi-session scripts a real agent host runs against the loopback model server, with the memory
+under test given as a hook set.
+
+A scenario is one YAML file (strict: every model forbids unknown keys; any unknown key, missing key or bad value
+is reported as one line naming the file and the key path, e.g. ``scenarios/x.yaml: sessions[1].prompts[0].
+replies[2].tool: ...``; :func:`load_scenario` raises :class:`ScenarioError` with the first such line,
+:func:`validate` returns them all). Duplicate YAML keys are errors too (YAML itself would keep the last).
+
+```yaml
+name: pointer-delivery                 # lower-case words joined by "-"
+description: what it shows
+records: [MEM-RTE-hook-volunteer]      # the record ids it demonstrates
+hosts: [claude-code, codex]            # optional; default: every host with a driver (RUN_HOSTS)
+hooks:                                 # optional; default: memsim's documented Tortoise hook lines
+  preset: tortoise                     # tortoise (default) | none (no hooks: the baseline)
+  session_start: "python3 {examples}/note_hook.py"    # any event given replaces the preset's line
+  timeouts: {SessionEnd: 3}            # integer seconds per event (Codex rejects a float)
+sessions:
+  - gap_s: 0.5                         # seconds after the previous session's end
+    before:                            # memory operations before the session, in order
+      - create_point: {ref: db, kind: decision, text: "...", credibility: high, live: true}
+      - retract: {ref: db}
+      - service: start                 # start | stop | hang | resume | kill
+      - lock_store: {seconds: 5}       # a writer holds the store's lock, in the background
+      - wait: {seconds: 1}
+    prompts:
+      - text: "What database does the ledger use?"
+        replies:                       # the model turns scripted for this prompt, in order
+          - shell: "ls"                # a shell command, run by each host's own shell tool (SHELL_TOOLS)
+          - per_host:                  # or a reply given per host
+              claude-code: {tool: Read, input: {file_path: notes.md}}
+              codex: {shell: "cat notes.md"}
+          - text: "It uses Postgres."
+        after: [{service: kill}]       # operations once this prompt's replies were served
+    after: []                          # operations after the session
+    expect:                            # what the session should show (entries: "ref:NAME" or a text)
+      volunteered: ["ref:db"]
+      in_digest: ["ref:db"]
+      captured: true
+```
+
+Hook lines are shell command lines with placeholders, each ``{identifier}`` one of :data:`PLACEHOLDERS`
+(``{memsim}`` the memsim executable, ``{db}`` the scenario's Tortoise store, ``{harness}`` the ``--harness`` value
+for the host (:data:`HARNESS`), ``{python}`` the interpreter, ``{examples}`` ``docs/examples/hosts``,
+``{scenario_dir}`` the YAML's folder, ``{run_dir}`` the run folder); any other ``{identifier}`` is an error, other
+braces (``awk '{print $1}'``) are left alone.
+
+Replies are host-neutral where they can be: ``text``, or ``shell`` (mapped per host by :data:`SHELL_TOOLS`: Claude
+Code's ``Bash`` with ``{"command": ...}``, Codex's ``exec_command`` with ``{"cmd": ...}``, the tools spec hosts.md
+saw each host execute). A ``tool`` names one host's tool and needs the scenario's ``hosts`` to be that one host;
+``per_host`` gives the reply for each host the scenario runs on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tortoise_sim.admission import POINT_KINDS, TIER_PRIORS
+
+__all__ = [
+    "Scenario", "Session", "Prompt", "ReplySpec", "Op", "Hooks", "Expect", "ScenarioError", "load_scenario",
+    "validate", "scenario_files", "SCENARIO_DIR", "EXAMPLES_DIR", "PLACEHOLDERS", "HARNESS", "SHELL_TOOLS",
+    "KNOWN_HOSTS", "RUN_HOSTS", "TORTOISE_HOOKS", "expand", "hook_lines", "tee_command",
+]
+
+SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "docs" / "examples" / "hosts"
+HOOKTEE = Path(__file__).resolve().parent / "hooktee.sh"
+KNOWN_HOSTS = ("claude-code", "codex", "cline", "gemini")
+RUN_HOSTS = ("claude-code", "codex")
+"""The hosts a scenario without ``hosts`` runs on (those with a driver)."""
+HARNESS = {"claude-code": "claude", "codex": "codex", "cline": "cline", "gemini": "other"}
+SHELL_TOOLS = {"claude-code": ("Bash", "command"), "codex": ("exec_command", "cmd")}
+PLACEHOLDERS = ("memsim", "db", "harness", "python", "examples", "scenario_dir", "run_dir")
+EVENTS = {"session_start": "SessionStart", "user_prompt_submit": "UserPromptSubmit", "session_end": "SessionEnd"}
+TORTOISE_HOOKS = {
+    "session_start": "{memsim} tortoise hook-session-start --db {db}",
+    "user_prompt_submit": "{memsim} tortoise hook-volunteer --harness {harness} --db {db}",
+    "session_end": "{memsim} tortoise hook-session-end --harness {harness} --db {db}",
+}
+"""memsim's documented Tortoise hook lines (docs/tortoise-hooks.md), as placeholders."""
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+HostName = Literal["claude-code", "codex", "cline", "gemini"]
+EventName = Literal["SessionStart", "UserPromptSubmit", "SessionEnd"]
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be used, as one line naming the file and the key path."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ------------------------------------------------------------------------------------------------ replies
+class _ReplyBody(_Strict):
+    text: str | None = None
+    shell: Annotated[str, Field(min_length=1)] | None = None
+    tool: Annotated[str, Field(min_length=1)] | None = None
+    input: dict[str, Any] | None = None
+    delay_s: Annotated[float, Field(ge=0, le=60)] = 0.0
+
+    def _kinds(self) -> list[str]:
+        return [k for k in ("text", "shell", "tool") if getattr(self, k) is not None]
+
+    @model_validator(mode="after")
+    def _one(self) -> _ReplyBody:
+        kinds = self._kinds() + (["per_host"] if getattr(self, "per_host", None) is not None else [])
+        allowed = "text, shell, tool" + (" or per_host" if "per_host" in type(self).model_fields else "")
+        if len(kinds) != 1:
+            raise ValueError(f"a reply has exactly one of {allowed} (got {', '.join(kinds) or 'none'})")
+        if self.input is not None and self.tool is None:
+            raise ValueError("input goes with tool only")
+        return self
+
+    def for_host(self, host: str) -> Any:
+        """The model server's ``Reply`` for ``host``."""
+        from harness.hosts.server import Reply
+
+        if self.text is not None:
+            return Reply(text=self.text, delay_s=self.delay_s)
+        if self.shell is not None:
+            if host not in SHELL_TOOLS:
+                raise ScenarioError(f"no shell tool is known for host {host!r}")
+            tool, arg = SHELL_TOOLS[host]
+            return Reply(tool=tool, input={arg: self.shell}, delay_s=self.delay_s)
+        return Reply(tool=self.tool, input=dict(self.input or {}), delay_s=self.delay_s)
+
+
+class HostReply(_ReplyBody):
+    """One host's reply inside ``per_host``."""
+
+
+class ReplySpec(_ReplyBody):
+    """A scripted model turn: ``text``, ``shell`` (mapped per host), ``tool`` + ``input`` or ``per_host``."""
+
+    per_host: dict[HostName, HostReply] | None = None
+
+    def for_host(self, host: str) -> Any:
+        if self.per_host is not None:
+            if host not in self.per_host:
+                raise ScenarioError(f"no reply is given for host {host!r}")
+            return self.per_host[host].for_host(host)  # type: ignore[index]
+        return super().for_host(host)
+
+
+# ------------------------------------------------------------------------------------------------ operations
+class CreatePoint(_Strict):
+    ref: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")]
+    kind: str
+    text: Annotated[str, Field(min_length=1)]
+    credibility: Literal["gold", "high", "medium", "low", "unverified"] | None = None
+    live: bool = False
+
+    @model_validator(mode="after")
+    def _kind(self) -> CreatePoint:
+        if self.kind not in POINT_KINDS:
+            raise ValueError(f"kind {self.kind!r} is not a point kind ({', '.join(sorted(POINT_KINDS))})")
+        if self.credibility is not None and self.credibility not in TIER_PRIORS:
+            raise ValueError(f"credibility {self.credibility!r} is not a tier ({', '.join(TIER_PRIORS)})")
+        return self
+
+
+class Retract(_Strict):
+    ref: str
+
+
+class Seconds(_Strict):
+    seconds: Annotated[float, Field(gt=0, le=120)]
+
+
+class Op(_Strict):
+    """One memory operation: exactly one of its keys. ``service``: start the resident service (``serve
+    --detach``), stop it, hang it (SIGSTOP: its socket still accepts and never answers), resume it (SIGCONT) or
+    kill it (SIGKILL); ``lock_store``: a writer holds the store's lock for ``seconds`` in the background."""
+
+    create_point: CreatePoint | None = None
+    retract: Retract | None = None
+    service: Literal["start", "stop", "hang", "resume", "kill"] | None = None
+    lock_store: Seconds | None = None
+    wait: Seconds | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Op:
+        keys = [k for k in type(self).model_fields if getattr(self, k) is not None]
+        if len(keys) != 1:
+            raise ValueError(f"an operation has exactly one of {', '.join(type(self).model_fields)} "
+                             f"(got {', '.join(keys) or 'none'})")
+        return self
+
+    @property
+    def name(self) -> str:
+        return next(k for k in type(self).model_fields if getattr(self, k) is not None)
+
+
+# ------------------------------------------------------------------------------------------------ sessions
+class Prompt(_Strict):
+    text: Annotated[str, Field(min_length=1)]
+    replies: list[ReplySpec] = Field(default_factory=list)
+    after: list[Op] = Field(default_factory=list)
+
+
+class Expect(_Strict):
+    """What a session should show. List entries are ``"ref:NAME"`` (a point a ``create_point`` made) or a text.
+    ``volunteered`` / ``not_volunteered``: a pointer block reaching the model names the point (a text: some
+    pointer block carries it); ``in_digest`` / ``not_in_digest``: the session-start digest reaching the model
+    carries the point's text; ``captured``: after the session the store's turns equal the host's conversation;
+    ``memory_reaches_model``: some memory item reached some request; ``lost``: sessions in neither store nor
+    spool."""
+
+    volunteered: list[str] = Field(default_factory=list)
+    not_volunteered: list[str] = Field(default_factory=list)
+    in_digest: list[str] = Field(default_factory=list)
+    not_in_digest: list[str] = Field(default_factory=list)
+    captured: bool | None = None
+    memory_reaches_model: bool | None = None
+    lost: Annotated[int, Field(ge=0)] | None = None
+
+
+class Session(_Strict):
+    name: str | None = None
+    gap_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
+    before: list[Op] = Field(default_factory=list)
+    prompts: Annotated[list[Prompt], Field(min_length=1)]
+    after: list[Op] = Field(default_factory=list)
+    expect: Expect | None = None
+    timeout_s: Annotated[float, Field(gt=0, le=600)] = 120.0
+    env: dict[str, str] = Field(default_factory=dict)
+    allowed_tools: list[str] = Field(default_factory=list)
+
+
+class Hooks(_Strict):
+    """The memory under test: ``preset`` (``tortoise``: memsim's documented hook lines, :data:`TORTOISE_HOOKS`;
+    ``none``: no hooks) with any event's line replaced by the one given here."""
+
+    preset: Literal["tortoise", "none"] = "tortoise"
+    session_start: Annotated[str, Field(min_length=1)] | None = None
+    user_prompt_submit: Annotated[str, Field(min_length=1)] | None = None
+    session_end: Annotated[str, Field(min_length=1)] | None = None
+    timeouts: dict[EventName, Annotated[int, Field(strict=True, ge=1, le=600)]] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class Scenario(_Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
+    description: Annotated[str, Field(min_length=1)]
+    records: Annotated[list[Annotated[str, Field(pattern=r"^[A-Z]+(-[A-Za-z0-9]+)+$")]], Field(min_length=1)]
+    hosts: Annotated[list[HostName], Field(min_length=1)] | None = None
+    hooks: Hooks = Field(default_factory=Hooks)
+    sessions: Annotated[list[Session], Field(min_length=1)]
+
+    @property
+    def run_hosts(self) -> tuple[str, ...]:
+        return tuple(self.hosts) if self.hosts else RUN_HOSTS
+
+    def ops(self) -> Iterator[tuple[str, Op]]:
+        """Every operation with its key path, in the order a run executes them."""
+        for i, s in enumerate(self.sessions):
+            for j, op in enumerate(s.before):
+                yield f"sessions[{i}].before[{j}]", op
+            for k, p in enumerate(s.prompts):
+                for j, op in enumerate(p.after):
+                    yield f"sessions[{i}].prompts[{k}].after[{j}]", op
+            for j, op in enumerate(s.after):
+                yield f"sessions[{i}].after[{j}]", op
+
+
+def hook_lines(hooks: Hooks) -> dict[str, str]:
+    """The hook line per event attribute (``session_start``...), placeholders unexpanded."""
+    base = dict(TORTOISE_HOOKS) if hooks.preset == "tortoise" else {}
+    for attr in EVENTS:
+        line = getattr(hooks, attr)
+        if line is not None:
+            base[attr] = line
+    return base
+
+
+def expand(line: str, values: dict[str, str]) -> str:
+    """``line`` with each ``{identifier}`` placeholder replaced (shell-quoted by the caller's values)."""
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1) not in values:
+            raise ScenarioError(f"unknown placeholder {{{m.group(1)}}} (known: {', '.join(PLACEHOLDERS)})")
+        return values[m.group(1)]
+    return _PLACEHOLDER.sub(sub, line)
+
+
+def tee_command(line: str, event: str, folder: Path) -> str:
+    """``line`` wrapped by ``hooktee.sh`` so what the hook read and printed is kept under ``folder``."""
+    import shlex
+
+    return " ".join(["sh", shlex.quote(str(HOOKTEE)), shlex.quote(str(folder)), shlex.quote(event),
+                     shlex.quote(line)])
+
+
+# ------------------------------------------------------------------------------------------------ loading
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping with the same key twice."""
+
+
+def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: dict[Any, Any] = {}
+    for knode, vnode in node.value:
+        key = loader.construct_object(knode, deep=deep)
+        if key in seen:
+            mark = knode.start_mark
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
+        seen[key] = loader.construct_object(vnode, deep=deep)
+    return seen
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("[key]",) or (isinstance(part, str) and ("[" in part or part.startswith("function-"))):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _allowed(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model at ``loc`` (the parent of an unknown key) allows."""
+    import typing
+
+    model: Any = Scenario
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        fields = getattr(model, "model_fields", None)
+        if fields is None:
+            model = None
+            break
+        if part not in fields:
+            if isinstance(part, str) and part in KNOWN_HOSTS and model is ReplySpec:
+                model = HostReply
+            continue
+        ann = fields[part].annotation
+        model = None
+        stack = [ann]
+        while stack:
+            t = stack.pop()
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                model = t
+                break
+            stack.extend(typing.get_args(t))
+    return list(getattr(model, "model_fields", {}) or [])
+
+
+def _message(err: dict[str, Any]) -> str:
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        allowed = _allowed(err["loc"][:-1])
+        return "unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+    if kind == "missing":
+        return "missing"
+    msg = msg.removeprefix("Value error, ")
+    if kind not in ("value_error",) and "input" in err and not isinstance(err["input"], dict | list):
+        shown = repr(err["input"])
+        msg += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+    return msg
+
+
+def _cross_checks(scn: Scenario) -> list[str]:
+    """Checks across keys: refs defined once and before use, per-host replies covering the run hosts, a host
+    tool only in a one-host scenario, shell tools known for every run host, hook placeholders known."""
+    out: list[str] = []
+    refs: set[str] = set()
+    ops = list(scn.ops())
+    for path, op in ops:
+        if op.create_point is not None:
+            if op.create_point.ref in refs:
+                out.append(f"{path}.create_point.ref: ref {op.create_point.ref!r} is defined twice")
+            refs.add(op.create_point.ref)
+        elif op.retract is not None and op.retract.ref not in refs:
+            out.append(f"{path}.retract.ref: no create_point before it defines ref {op.retract.ref!r}")
+    all_refs = {op.create_point.ref for _, op in ops if op.create_point is not None}
+    hosts = scn.run_hosts
+    for i, s in enumerate(scn.sessions):
+        known = {op.create_point.ref for p, op in ops
+                 if op.create_point is not None and int(p.split("]")[0].split("[")[1]) <= i}
+        if s.expect is not None:
+            for key in ("volunteered", "not_volunteered", "in_digest", "not_in_digest"):
+                for j, entry in enumerate(getattr(s.expect, key)):
+                    if entry.startswith("ref:") and entry[4:] not in known:
+                        why = "later" if entry[4:] in all_refs else "nowhere"
+                        out.append(f"sessions[{i}].expect.{key}[{j}]: ref {entry[4:]!r} is defined {why} "
+                                   "(a create_point up to this session's operations must define it)")
+        for k, p in enumerate(s.prompts):
+            for r, rep in enumerate(p.replies):
+                where = f"sessions[{i}].prompts[{k}].replies[{r}]"
+                if rep.tool is not None and len(hosts) != 1:
+                    out.append(f"{where}.tool: a host's own tool needs hosts to name that one host "
+                               f"(runs on {', '.join(hosts)}); use shell or per_host")
+                if rep.shell is not None:
+                    out += [f"{where}.shell: no shell tool is known for host {h!r}" for h in hosts
+                            if h not in SHELL_TOOLS]
+                if rep.per_host is not None:
+                    missing = [h for h in hosts if h not in rep.per_host]
+                    if missing:
+                        out.append(f"{where}.per_host: no reply for host {', '.join(missing)}")
+                    for h, hr in rep.per_host.items():
+                        if hr.shell is not None and h not in SHELL_TOOLS:
+                            out.append(f"{where}.per_host.{h}.shell: no shell tool is known for host {h!r}")
+    for attr in EVENTS:
+        line = getattr(scn.hooks, attr)
+        for m in _PLACEHOLDER.finditer(line or ""):
+            if m.group(1) not in PLACEHOLDERS:
+                out.append(f"hooks.{attr}: unknown placeholder {{{m.group(1)}}} (known: {', '.join(PLACEHOLDERS)})")
+    return out
+
+
+def _errors(path: Path) -> tuple[Scenario | None, list[str]]:
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [f"{name}: cannot read: {exc}"]
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return None, [f"{name}{where}: YAML error: {problem}"]
+    if not isinstance(data, dict):
+        return None, [f"{name}: (top level): a scenario is a mapping, not {type(data).__name__}"]
+    try:
+        scn = Scenario.model_validate(data)
+    except ValidationError as exc:
+        return None, [f"{name}: {_path(e['loc'])}: {_message(e)}" for e in exc.errors()]
+    return scn, [f"{name}: {line}" for line in _cross_checks(scn)]
+
+
+def validate(path: str | Path) -> list[str]:
+    """Every problem of a scenario file, one line each (empty when it is valid)."""
+    return _errors(Path(path))[1]
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """The scenario in ``path``; :class:`ScenarioError` with the first problem's line otherwise."""
+    scn, errors = _errors(Path(path))
+    if errors or scn is None:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ScenarioError(errors[0] + more)
+    return scn
+
+
+def scenario_files(folder: Path = SCENARIO_DIR) -> list[Path]:
+    """The scenario YAMLs shipped with memsim (or under ``folder``), by name."""
+    return sorted(folder.glob("*.yaml"))

@@ -1,0 +1,184 @@
+"""Host scenario YAMLs: strict loading, one line per problem naming the file and key path, and the shipped set."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.hosts.scenario import (
+    RUN_HOSTS,
+    TORTOISE_HOOKS,
+    ScenarioError,
+    expand,
+    hook_lines,
+    load_scenario,
+    scenario_files,
+    tee_command,
+    validate,
+)
+
+BASE = """\
+name: t
+description: d
+records: [MEM-RTE-hook-volunteer]
+sessions:
+  - prompts:
+      - text: hi
+        replies: [{text: ok}]
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "x.yaml"
+    p.write_text(textwrap.dedent(text), encoding="utf-8")
+    return p
+
+
+def _errors(tmp_path: Path, text: str) -> list[str]:
+    p = _write(tmp_path, text)
+    errs = validate(p)
+    assert errs, "expected the scenario to be refused"
+    for e in errs:
+        assert "\n" not in e and e.startswith(f"{p}:")
+    return [e[len(str(p)) + 1:].strip() for e in errs]
+
+
+def test_minimal_scenario_loads_with_defaults(tmp_path: Path) -> None:
+    scn = load_scenario(_write(tmp_path, BASE))
+    assert scn.run_hosts == RUN_HOSTS and scn.hooks.preset == "tortoise"
+    assert hook_lines(scn.hooks) == TORTOISE_HOOKS
+    assert scn.sessions[0].gap_s == 0 and scn.sessions[0].prompts[0].replies[0].text == "ok"
+
+
+CASES = {
+    "unknown-key-deep": (
+        BASE + "      - text: again\n        replies: [{text: a}, {text: b}, {tool: X, inptu: {}}]\n",
+        "sessions[0].prompts[1].replies[2].inptu: unknown key (allowed: text, shell, tool, input, delay_s, "
+        "per_host)"),
+    "unknown-top-key": (BASE + "extra: 1\n", "extra: unknown key (allowed: name, description, records"),
+    "bad-service": (BASE.replace("  - prompts:", "  - before: [{service: restart}]\n    prompts:"),
+                    "sessions[0].before[0].service: Input should be 'start', 'stop', 'hang', 'resume' or 'kill' "
+                    "(got 'restart')"),
+    "missing-prompts": ("name: t\ndescription: d\nrecords: [A-B]\nsessions:\n  - gap_s: 1\n",
+                        "sessions[0].prompts: missing"),
+    "bad-number": (BASE.replace("  - prompts:", "  - gap_s: soon\n    prompts:"),
+                   "sessions[0].gap_s: Input should be a valid number"),
+    "negative-gap": (BASE.replace("  - prompts:", "  - gap_s: -1\n    prompts:"),
+                     "sessions[0].gap_s: Input should be greater than or equal to 0 (got -1)"),
+    "two-reply-kinds": (BASE.replace("{text: ok}", "{text: ok, shell: ls}"),
+                        "sessions[0].prompts[0].replies[0]: a reply has exactly one of text, shell, tool or "
+                        "per_host (got text, shell)"),
+    "input-without-tool": (BASE.replace("{text: ok}", "{shell: ls, input: {a: 1}}"),
+                           "sessions[0].prompts[0].replies[0]: input goes with tool only"),
+    "float-timeout": (BASE + "hooks: {timeouts: {SessionEnd: 1.5}}\n", "hooks.timeouts.SessionEnd: Input should be "
+                      "a valid integer"),
+    "unknown-event": (BASE + "hooks: {timeouts: {Stop: 3}}\n", "hooks.timeouts.Stop: Input should be"),
+    "unknown-host": (BASE + "hosts: [claude-code, vim]\n", "hosts[1]: Input should be 'claude-code'"),
+    "unknown-per-host": (BASE.replace("{text: ok}", "{per_host: {emacs: {text: a}}}"),
+                         "sessions[0].prompts[0].replies[0].per_host.emacs: Input should be 'claude-code'"),
+    "bad-kind": (BASE.replace("  - prompts:", "  - before: [{create_point: {ref: a, kind: memo, text: x}}]\n"
+                              "    prompts:"), "sessions[0].before[0].create_point: kind 'memo' is not a point kind"),
+    "bad-tier": (BASE.replace("  - prompts:", "  - before: [{create_point: {ref: a, kind: decision, text: x, "
+                              "credibility: great}}]\n    prompts:"),
+                 "sessions[0].before[0].create_point.credibility: Input should be 'gold'"),
+    "two-ops-in-one": (BASE.replace("  - prompts:", "  - before: [{wait: {seconds: 1}, service: start}]\n"
+                                    "    prompts:"),
+                       "sessions[0].before[0]: an operation has exactly one of create_point, retract, service, "
+                       "lock_store, wait (got service, wait)"),
+    "bad-record-id": (BASE.replace("[MEM-RTE-hook-volunteer]", "[hook volunteer]"), "records[0]: String should "
+                      "match pattern"),
+    "retract-undefined": (BASE.replace("  - prompts:", "  - before: [{retract: {ref: nope}}]\n    prompts:"),
+                          "sessions[0].before[0].retract.ref: no create_point before it defines ref 'nope'"),
+    "ref-twice": (BASE.replace("  - prompts:", "  - before: [{create_point: {ref: a, kind: decision, text: x}},"
+                               " {create_point: {ref: a, kind: decision, text: y}}]\n    prompts:"),
+                  "sessions[0].before[1].create_point.ref: ref 'a' is defined twice"),
+    "expect-ref-later": (BASE + "    expect: {volunteered: ['ref:b']}\n  - before: [{create_point: {ref: b, kind: "
+                         "decision, text: x}}]\n    prompts: [{text: hi}]\n",
+                         "sessions[0].expect.volunteered[0]: ref 'b' is defined later"),
+    "host-tool-two-hosts": (BASE.replace("{text: ok}", "{tool: Read, input: {file_path: a}}"),
+                            "sessions[0].prompts[0].replies[0].tool: a host's own tool needs hosts to name that one "
+                            "host (runs on claude-code, codex)"),
+    "per-host-missing": (BASE.replace("{text: ok}", "{per_host: {claude-code: {text: a}}}"),
+                         "sessions[0].prompts[0].replies[0].per_host: no reply for host codex"),
+    "shell-unknown-host": (BASE.replace("{text: ok}", "{shell: ls}") + "hosts: [gemini]\n",
+                           "sessions[0].prompts[0].replies[0].shell: no shell tool is known for host 'gemini'"),
+    "unknown-placeholder": (BASE + "hooks: {session_start: '{memsimm} run --db {db}'}\n",
+                            "hooks.session_start: unknown placeholder {memsimm}"),
+    "empty-prompt": (BASE.replace("text: hi", "text: ''"), "sessions[0].prompts[0].text: String should have at "
+                     "least 1 character"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_error_class_is_one_line_with_its_key_path(tmp_path: Path, case: str) -> None:
+    text, expected = CASES[case]
+    errs = _errors(tmp_path, text)
+    assert any(e.startswith(expected) for e in errs), errs
+
+
+def test_yaml_syntax_error_names_line(tmp_path: Path) -> None:
+    (err,) = _errors(tmp_path, BASE + "  - prompts: [\n")
+    assert err.split(":")[0].isdigit() and "YAML error" in err
+
+
+def test_duplicate_key_is_refused(tmp_path: Path) -> None:
+    (err,) = _errors(tmp_path, BASE + "name: again\n")
+    assert "duplicate key 'name'" in err
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n", ""])
+def test_top_level_must_be_a_mapping(tmp_path: Path, text: str) -> None:
+    (err,) = _errors(tmp_path, text)
+    assert err.startswith("(top level): a scenario is a mapping")
+
+
+def test_load_raises_the_first_line_and_counts_the_rest(tmp_path: Path) -> None:
+    p = _write(tmp_path, BASE + "extra: 1\nmore: 2\n")
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(p)
+    msg = str(exc.value)
+    assert msg.startswith(f"{p}: ") and msg.endswith("(and 1 more)") and "\n" not in msg
+
+
+def test_replies_map_per_host(tmp_path: Path) -> None:
+    scn = load_scenario(_write(tmp_path, BASE.replace(
+        "[{text: ok}]", "[{shell: ls, delay_s: 0.5}, {per_host: {claude-code: {tool: Read, input: {file_path: a}}, "
+        "codex: {shell: cat a}}}]")))
+    shell, per = scn.sessions[0].prompts[0].replies
+    c, x = shell.for_host("claude-code"), shell.for_host("codex")
+    assert (c.tool, c.input, c.delay_s) == ("Bash", {"command": "ls"}, 0.5)
+    assert (x.tool, x.input) == ("exec_command", {"cmd": "ls"})
+    assert per.for_host("claude-code").tool == "Read" and per.for_host("codex").input == {"cmd": "cat a"}
+    with pytest.raises(ScenarioError):
+        per.for_host("gemini")
+
+
+def test_hook_set_override_and_expand(tmp_path: Path) -> None:
+    scn = load_scenario(_write(tmp_path, BASE + "hooks: {preset: none, session_start: \"awk '{print $1}' {db}\"}\n"))
+    lines = hook_lines(scn.hooks)
+    assert list(lines) == ["session_start"]
+    assert expand(lines["session_start"], {"db": "/s"}) == "awk '{print $1}' /s"
+    with pytest.raises(ScenarioError):
+        expand(TORTOISE_HOOKS["session_start"], {"db": "/s"})
+
+
+def test_tee_command_runs_the_line(tmp_path: Path) -> None:
+    import subprocess
+
+    cmd = tee_command("echo \"it's $((1 + 2))\"", "SessionStart", tmp_path / "hooks")
+    out = subprocess.run(["sh", "-c", cmd], input=b"{}", capture_output=True, timeout=20)
+    assert out.stdout == b"it's 3\n" and out.returncode == 0
+    assert len(list((tmp_path / "hooks").glob("SessionStart-*.stdout"))) == 1
+
+
+def test_shipped_scenarios_are_valid_and_cover_the_issue_list() -> None:
+    files = scenario_files()
+    for f in files:
+        assert validate(f) == [], f
+        assert load_scenario(f).name == f.stem
+    assert {f.stem for f in files} >= {
+        "pointer-delivery", "session-start-digest", "capture-from-transcript", "confidence-gate",
+        "retraction-vs-digest", "several-prompts", "tool-using-session", "hung-service", "service-killed",
+        "store-locked", "own-hook-example"}
