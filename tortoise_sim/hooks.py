@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from .digest import render_digest, session_context
@@ -59,12 +58,15 @@ def format_hook_output(block: str, harness: str) -> str:
 
 def hook_volunteer_turn(stdin: bytes | str, harness: str = "codex", *,
                         store: TortoiseStore | Callable[[], TortoiseStore] | None = None,
-                        volunteer: Callable[[list[dict[str, str]]], dict[str, Any]] | None = None) -> tuple[str, int]:
+                        volunteer: Callable[[list[dict[str, str]]], dict[str, Any]] | None = None,
+                        on_error: Callable[[str, BaseException], None] | None = None) -> tuple[str, int]:
     """Spec §7.1 (TOR-33): ``(stdout, 0)``. ``store`` may be a factory so that opening it can fail inside
-    the fail-open boundary; ``volunteer`` overrides the pipeline call (tests)."""
+    the fail-open boundary; ``volunteer`` overrides the pipeline call (tests). ``on_error(what, exc)`` [SIM] is told
+    of a swallowed failure (the hook client's one stderr line); stdout stays empty as the spec says."""
     try:
         prompt = extract_prompt(stdin)
-    except Exception:
+    except Exception as exc:
+        _tell(on_error, "reading the prompt", exc)
         return "", 0
     if not prompt.strip():
         return "", 0
@@ -78,19 +80,31 @@ def hook_volunteer_turn(stdin: bytes | str, harness: str = "codex", *,
                 return "", 0
             res = run_volunteer_pipeline(st, window)
         block = res.get("block") or ""
-    except Exception:
+    except Exception as exc:
+        _tell(on_error, "the volunteer pipeline", exc)
         return "", 0
     return format_hook_output(block, harness), 0
 
 
-def hook_session_start(store: TortoiseStore | Callable[[], TortoiseStore] | None) -> tuple[str, int]:
-    """Spec §7.2 (TOR-32): the rendered digest verbatim; any failure => ``("", 0)``."""
+def _tell(on_error: Callable[[str, BaseException], None] | None, what: str, exc: BaseException) -> None:
+    if on_error is not None:
+        try:
+            on_error(what, exc)
+        except Exception:  # noqa: BLE001 - reporting never fails the hook
+            pass
+
+
+def hook_session_start(store: TortoiseStore | Callable[[], TortoiseStore] | None,
+                       on_error: Callable[[str, BaseException], None] | None = None) -> tuple[str, int]:
+    """Spec §7.2 (TOR-32): the rendered digest verbatim; any failure => ``("", 0)`` (``on_error`` as in
+    :func:`hook_volunteer_turn`)."""
     try:
         st = store() if callable(store) else store
         if st is None:
             return "", 0
         return render_digest(session_context(st)), 0
-    except Exception:
+    except Exception as exc:
+        _tell(on_error, "the session-start digest", exc)
         return "", 0
 
 
@@ -105,24 +119,10 @@ def hook_session_end(capture: Callable[..., dict[str, Any]], turns: list[dict[st
         return "", 0
 
 
-def transcript_turns(hook: dict[str, Any]) -> list[dict[str, str]]:
-    """Turns from a session-end hook payload: ``turns`` as given, else the text parts of a Claude Code style
-    JSONL transcript at ``transcript_path`` (lines ``{"message": {"role", "content": str | [parts]}}``)."""
-    if isinstance(hook.get("turns"), list):
-        return [{"role": str(t.get("role")), "content": str(t.get("content") or "")} for t in hook["turns"]
-                if isinstance(t, dict)]
-    path = hook.get("transcript_path")
-    if not isinstance(path, str):
-        return []
-    turns = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            msg = json.loads(line).get("message") or {}
-        except (ValueError, AttributeError):
-            continue
-        role, content = msg.get("role"), msg.get("content")
-        if isinstance(content, list):
-            content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-        if role in ("user", "assistant") and isinstance(content, str) and content.strip():
-            turns.append({"role": role, "content": content})
-    return turns
+def transcript_turns(hook: dict[str, Any], harness: str = "claude", reader: str | None = None) -> list[dict[str, str]]:
+    """Turns from a session-end hook payload: :func:`tortoise_sim.transcripts.transcript_turns` (``turns`` as given,
+    else the transcript at ``transcript_path`` read by the reader of ``harness``; the previous reader, which took
+    every line with a ``message`` key, is ``reader="legacy"``)."""
+    from .transcripts import transcript_turns as read
+
+    return read(hook, harness, reader)
