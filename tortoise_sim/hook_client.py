@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 
 __all__ = ["PROTOCOL_VERSION", "HOOK_COMMANDS", "HARNESSES", "DEFAULT_HARNESS", "ServiceError", "default_db",
            "socket_path_for", "socket_dir", "pid_path_for", "call", "run_hook", "main", "HookUsageError",
-           "HookServiceFailure", "hook_timeout", "USAGE", "DEFAULT_TIMEOUT_S", "DEFAULT_END_TIMEOUT_S"]
+           "HookServiceFailure", "HookFailure", "hook_timeout", "USAGE", "DEFAULT_TIMEOUT_S", "DEFAULT_END_TIMEOUT_S",
+           "FILINGS", "spool_root", "pending_sessions", "spawn_filer", "session_end_turns", "hook_session_end",
+           "inprocess_session_start", "drain_budget"]
 
 PROTOCOL_VERSION = 1
 HOOK_COMMANDS = ("hook-volunteer", "hook-session-start", "hook-session-end")
@@ -65,11 +67,17 @@ commands:
   hook-volunteer      per-prompt hook (UserPromptSubmit): prints one line with the pointer block in the
                       harness's shape when a pointer passed every gate, nothing otherwise
                       options: --harness claude|codex|devin|cline|other (default codex), --db, --socket
-  hook-session-start  session-start hook: prints the memory digest, or one line saying there is no memory yet
-                      options: --db, --socket
-  hook-session-end    session-end hook: spools the transcript (turns or transcript_path of the hook JSON) and
-                      files that session into the store; prints nothing
-                      options: --harness NAME (default claude), --db, --socket, --spool-dir DIR
+  hook-session-start  session-start hook: first the drain (files every due spool entry but the live session's,
+                      waiting up to $MEMSIM_HOOK_DRAIN_BUDGET s for a filer at work; nothing when nothing is
+                      pending), then prints the memory digest, or one line saying there is no memory yet
+                      options: --db, --socket, --spool-dir DIR, --no-drain (no drain, as the analysed hook)
+  hook-session-end    session-end hook: reads the transcript (turns or transcript_path of the hook JSON) and
+                      writes it to the spool first, then files that session: through the service, else as
+                      --filing says; prints nothing
+                      options: --harness NAME (default claude; picks the transcript reader), --db, --socket,
+                      --spool-dir DIR, --transcript-reader auto|claude|claude-tools|codex|legacy (default auto),
+                      --filing detached|inline|spool (default detached: a filer process outlives the hook),
+                      --no-discard-ledger (a session end that spools nothing writes no discarded.jsonl row)
 
 options:
   --db STORE          the Kuzu store (default $MEMSIM_TORTOISE_DB, else ./.memsim/tortoise.kuzu)
@@ -80,6 +88,10 @@ environment:
   MEMSIM_HOOK_TIMEOUT      seconds a prompt hook waits for the resident service (default 1); past it the hook
                            prints nothing and notes the timeout on stderr
   MEMSIM_HOOK_END_TIMEOUT  the same for hook-session-end (default 30)
+  MEMSIM_HOOK_START_DRAIN  0: no session-start drain (as --no-drain)
+  MEMSIM_HOOK_DRAIN_BUDGET seconds a session-start drain may add when something is pending (default 3)
+  MEMSIM_HOOK_END_FILING   detached|inline|spool (as --filing)
+  MEMSIM_HOOK_END_LEDGER   0: as --no-discard-ledger
 
 With no service answering, the hook runs in this process on the store (opened read-only for the prompt hooks).
 """
@@ -92,9 +104,24 @@ DEFAULT_HARNESS = "codex"
 
 _OPTIONS = {
     "hook-volunteer": ("--harness", "--db", "--socket"),
-    "hook-session-start": ("--db", "--socket"),
-    "hook-session-end": ("--harness", "--db", "--socket", "--spool-dir"),
+    "hook-session-start": ("--db", "--socket", "--spool-dir", "--no-drain"),
+    "hook-session-end": ("--harness", "--db", "--socket", "--spool-dir", "--transcript-reader", "--filing",
+                         "--no-discard-ledger"),
 }
+_FLAGS = frozenset({"--no-drain", "--no-discard-ledger"})  # options without a value
+
+# hook-session-end --filing: how the spooled session is filed when no service answers.
+#   detached (default, [SIM]): a filer process in its own session (tortoise_sim.filer) files it; the hook exits
+#            right after the spool write, so a host's SessionEnd budget (Claude Code: 1.5 s, SIGTERM) cannot cut it;
+#   inline:   this process files it, as before (a host that cancels the hook leaves it in the spool);
+#   spool:    spool only; the next session-start drain or `memsim tortoise spool-flush` files it.
+FILINGS = ("detached", "inline", "spool")
+FILING_ENV = "MEMSIM_HOOK_END_FILING"
+DRAIN_ENV = "MEMSIM_HOOK_START_DRAIN"  # "0": no session-start drain (the analysed snapshot's hook)
+DRAIN_BUDGET_ENV = "MEMSIM_HOOK_DRAIN_BUDGET"
+DEFAULT_DRAIN_BUDGET_S = 3.0  # what a session-start hook may add when something is pending (waiting + filing)
+LEDGER_ENV = "MEMSIM_HOOK_END_LEDGER"  # "0": a session end that cannot be spooled writes no ledger row
+TEST_SLEEP_ENV = "MEMSIM_TEST_HOOK_END_SLEEP"  # tests only: seconds to sleep right after the spool write
 
 
 class ServiceError(RuntimeError):
@@ -108,6 +135,18 @@ class ServiceError(RuntimeError):
 
 class HookUsageError(ValueError):
     """Bad hook command line (unknown option, missing value)."""
+
+
+class HookFailure(RuntimeError):
+    """A hook could not do its work (a transcript it cannot read, a store it cannot open): ``main`` prints the
+    message as the hook's one stderr line, stdout stays empty, exit 0."""
+
+
+_FAILURES: list[str] = []  # failures swallowed inside the in-process hook paths (``on_error``); main notes the first
+
+
+def _record(what: str, exc: BaseException) -> None:
+    _FAILURES.append(f"{what} failed: {type(exc).__name__}: {exc}")
 
 
 class HookServiceFailure(RuntimeError):
@@ -239,6 +278,12 @@ def parse_hook_args(command: str, argv: Sequence[str]) -> dict[str, str]:
         name, eq, value = arg.partition("=")
         if name not in allowed:
             raise HookUsageError(f"unknown option {arg!r} for {command}")
+        if name in _FLAGS:
+            if eq:
+                raise HookUsageError(f"option {name} takes no value")
+            out[name[2:].replace("-", "_")] = "1"
+            i += 1
+            continue
         if not eq:
             if i + 1 >= len(argv):
                 raise HookUsageError(f"option {name} needs a value")
@@ -248,6 +293,14 @@ def parse_hook_args(command: str, argv: Sequence[str]) -> dict[str, str]:
         i += 1
     if command == "hook-volunteer" and out.get("harness", DEFAULT_HARNESS) not in HARNESSES:
         raise HookUsageError(f"unknown --harness {out['harness']!r}; choose one of {', '.join(HARNESSES)}")
+    if out.get("filing", "detached") not in FILINGS:
+        raise HookUsageError(f"unknown --filing {out['filing']!r}; choose one of {', '.join(FILINGS)}")
+    if "transcript_reader" in out:
+        from tortoise_sim.transcripts import READERS
+
+        if out["transcript_reader"] not in READERS:
+            raise HookUsageError(f"unknown --transcript-reader {out['transcript_reader']!r}; choose one of "
+                                 f"{', '.join(READERS)}")
     return out
 
 
@@ -311,22 +364,100 @@ def inprocess_volunteer(stdin: bytes, harness: str, db: str) -> str:
     from tortoise_sim.volunteer import run_volunteer_pipeline
 
     store = _LazyReadStore(db)
-    out, _ = hook_volunteer_turn(stdin, harness, volunteer=lambda window: run_volunteer_pipeline(store, window))
+    out, _ = hook_volunteer_turn(stdin, harness, volunteer=lambda window: run_volunteer_pipeline(store, window),
+                                 on_error=_record)
     return out
 
 
-def inprocess_session_start(db: str) -> str:
+def spool_root(db: str, spool_dir: str | None) -> str:
+    """The spool folder of the session hooks: ``--spool-dir`` (absolute), else ``<db dir>/spool``."""
+    if spool_dir:
+        return os.path.abspath(spool_dir)
+    return os.path.join(os.path.dirname(os.path.abspath(db)), "spool")
+
+
+def pending_sessions(root: str, exclude_session_id: str | None = None) -> list[str]:
+    """Due spool entries (``Spool.due_sessions``), found without any heavy import: a spool folder with no
+    ``entries/*.meta.json`` costs one ``scandir`` (and imports nothing)."""
+    try:
+        with os.scandir(os.path.join(root, "entries")) as it:
+            if not any(e.name.endswith(".meta.json") for e in it):
+                return []
+    except OSError:
+        return []
+    from tortoise_sim.spool import Spool
+
+    return Spool(root, lock=False).due_sessions(int(time.time() * 1000), exclude_session_id)
+
+
+def drain_budget() -> float:
+    """``$MEMSIM_HOOK_DRAIN_BUDGET`` seconds (default 3): what a session-start drain may add."""
+    return hook_timeout(DRAIN_BUDGET_ENV, DEFAULT_DRAIN_BUDGET_S)
+
+
+def _hook_session_id(data: bytes) -> str | None:
+    try:
+        hook = json.loads(data.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    sid = hook.get("session_id") if isinstance(hook, dict) else None
+    return sid if isinstance(sid, str) and sid else None
+
+
+def _open_rw(db: str, deadline: float) -> Any:
+    """The store opened read-write as the service opens it, retrying while another process holds Kuzu's lock,
+    until ``deadline`` (``time.monotonic()``)."""
+    from pathlib import Path
+
+    from tortoise_sim.resident import open_sim
+
+    while True:
+        try:
+            return open_sim(Path(db), "analysed", "minilm")
+        except RuntimeError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
+def inprocess_session_start(db: str, root: str | None = None, pending: Sequence[str] = (),
+                            exclude: str | None = None, budget: float = DEFAULT_DRAIN_BUDGET_S) -> str:
     """The digest of the store at ``db``, opened read-only; with no store there, the digest's one line saying
-    there is no memory yet (nothing is created)."""
+    there is no memory yet (nothing is created).
+
+    With ``pending`` spool entries (spec §10.1 item 18, TOR-42): first the drain. Wait up to ``budget`` seconds for
+    the filing lock (a detached filer of the last session end may hold it), then, if entries are still due, open
+    the store read-write, file them oldest first (no new entry once the budget is spent; ``exclude``, the live
+    session, never) and render the digest from that store, so a session the drain filed is in it."""
+    if pending and root is not None:
+        from tortoise_sim.spool import Spool, filer_lock
+
+        deadline = time.monotonic() + budget
+        fd = filer_lock(root, budget)
+        if fd is None:
+            _record("the session-start drain", TimeoutError(f"a filer held {root}/.filer.lock for {budget:g} s"))
+        else:
+            try:
+                if Spool(root, lock=False).due_sessions(int(time.time() * 1000), exclude) \
+                        and time.monotonic() < deadline:
+                    out = _drain_then_digest(db, root, exclude, deadline)
+                    if out is not None:
+                        return _mark_digest(out)
+            finally:
+                os.close(fd)
     from tortoise_sim.hooks import hook_session_start
 
     if os.path.exists(db):
         store = _LazyReadStore(db)
-        out, _ = hook_session_start(lambda: store._open())
+        out, _ = hook_session_start(lambda: store._open(), on_error=_record)
     else:
         from tortoise_sim.digest import NO_MEMORY_LINE
 
         out = NO_MEMORY_LINE + "\n"
+    return _mark_digest(out)
+
+
+def _mark_digest(out: str) -> str:
     if out and os.environ.get("MEMSIM_TORTOISE_REDACTOR") == "hardened":  # tortoise_sim.redaction.mark_as_data
         from tortoise_sim.redaction import mark_as_data
 
@@ -334,11 +465,140 @@ def inprocess_session_start(db: str) -> str:
     return out
 
 
-def inprocess_session_end(stdin: bytes, harness: str, db: str, spool_dir: str | None) -> str:
-    """Spool the transcript, then file that session into the store (a write: opens the store read-write)."""
-    from tortoise_sim.resident import session_end_apply
+def _drain_then_digest(db: str, root: str, exclude: str | None, deadline: float) -> str | None:
+    """The in-process drain and the digest of the drained store; None when the store cannot be opened (noted)."""
+    try:
+        sim = _open_rw(db, deadline)
+    except Exception as exc:  # noqa: BLE001 - noted; the read-only digest follows
+        _record("the session-start drain (opening the store read-write)", exc)
+        return None
+    try:
+        from tortoise_sim.hooks import hook_session_start
+        from tortoise_sim.resident import drain_spool
 
-    session_end_apply(stdin, harness, db, spool_dir, sim=None)
+        try:
+            drain_spool(sim, root, exclude, deadline)
+        except Exception as exc:  # noqa: BLE001 - the digest still follows
+            _record("the session-start drain", exc)
+        out, _ = hook_session_start(sim.store, on_error=_record)
+        return out
+    finally:
+        sim.close()
+
+
+def _end_discard(root: str, record: bool, sid: str, reason: str, detail: str) -> None:
+    """[SIM] A session end that spools nothing writes one ledger row (``discarded.jsonl``, reason ``reason``) unless
+    ``--no-discard-ledger`` / ``$MEMSIM_HOOK_END_LEDGER=0``."""
+    if not record:
+        return
+    from tortoise_sim.spool import Spool
+
+    try:
+        Spool(root).discard(sid, None, reason, detail)
+    except Exception:  # noqa: BLE001 - the stderr line still names the failure
+        pass
+
+
+def session_end_turns(data: bytes, harness: str, reader: str | None, root: str,
+                      record: bool) -> tuple[str, list[dict[str, str]]]:
+    """``(session_id, turns)`` of a session-end hook JSON (standard library: :mod:`tortoise_sim.transcripts`).
+    Anything that leaves nothing to spool (stdin not a JSON object, no ``session_id``, a transcript that cannot be
+    read, no turns) writes a ledger row (:func:`_end_discard`: reasons ``session_end_bad_hook_json``,
+    ``session_end_no_session_id``, ``session_end_transcript_missing``, ``session_end_transcript_unreadable``,
+    ``session_end_no_turns``) and raises :class:`HookFailure`."""
+    from tortoise_sim.transcripts import TranscriptError, reader_for, transcript_turns
+
+    try:
+        hook = json.loads(data.decode("utf-8", "replace"))
+    except ValueError:
+        hook = None
+    if not isinstance(hook, dict):
+        _end_discard(root, record, "", "session_end_bad_hook_json", "stdin is not a JSON object")
+        raise HookFailure("hook-session-end: stdin is not a JSON object; nothing spooled")
+    sid = hook.get("session_id")
+    if not isinstance(sid, str) or not sid:
+        _end_discard(root, record, "", "session_end_no_session_id", "the hook JSON has no session_id")
+        raise HookFailure("hook-session-end: the hook JSON has no session_id; nothing spooled")
+    try:
+        turns = transcript_turns(hook, harness, reader)
+    except TranscriptError as exc:
+        _end_discard(root, record, sid, "session_end_" + exc.reason, str(exc))
+        raise HookFailure(f"hook-session-end: {exc}; session {sid!r} not spooled") from None
+    if not turns:
+        where = hook.get("transcript_path") if "turns" not in hook else "turns"
+        detail = f"{where}: no conversation turns (reader {reader_for(harness, reader)})"
+        _end_discard(root, record, sid, "session_end_no_turns", detail)
+        raise HookFailure(f"hook-session-end: {detail}; session {sid!r} not spooled")
+    return sid, turns
+
+
+def spawn_filer(db: str, root: str, session_id: str) -> int:
+    """Start :mod:`tortoise_sim.filer` for ``session_id`` in a new session (the host's SIGTERM to this hook does
+    not reach it), handing it the filing lock when it is free; its stderr goes to ``<root>/filer.log``. Returns
+    its pid."""
+    import subprocess
+
+    from tortoise_sim.spool import filer_lock
+
+    fd = filer_lock(root, 0.0)
+    cmd = [sys.executable, "-m", "tortoise_sim.filer", f"--db={os.path.abspath(db)}", f"--spool-dir={root}",
+           f"--session-id={session_id}"]
+    fds: tuple[int, ...] = ()
+    if fd is not None:
+        cmd.append(f"--lock-fd={fd}")
+        fds = (fd,)
+    try:
+        with open(os.path.join(root, "filer.log"), "ab") as log:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                    pass_fds=fds)
+    finally:
+        if fd is not None:
+            os.close(fd)  # the child's copy keeps the lock
+    return proc.pid
+
+
+def _redact(turns: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Spooled turns as today (``tortoise_sim.redaction.redact_turns``): unchanged unless
+    ``$MEMSIM_TORTOISE_REDACTOR=hardened`` (only then is the redactor, and detect-secrets, imported)."""
+    if os.environ.get("MEMSIM_TORTOISE_REDACTOR") != "hardened":
+        return turns
+    from tortoise_sim.redaction import redact_turns
+
+    return redact_turns(turns, "hardened")
+
+
+def hook_session_end(data: bytes, opts: dict[str, str], db: str, sock: str) -> str:
+    """Spool first, then file (see :data:`FILINGS`): the transcript is read and written to the spool here, with the
+    standard library only, before anything else; a service that answers then files the spooled session
+    (``hook_session_file``); with none, the ``--filing`` choice does. A hung or killed service leaves the
+    session in the spool (the note says so)."""
+    harness = opts.get("harness", "claude")
+    root = spool_root(db, opts.get("spool_dir"))
+    record = "no_discard_ledger" not in opts and os.environ.get(LEDGER_ENV, "1") != "0"
+    sid, turns = session_end_turns(data, harness, opts.get("transcript_reader"), root, record)
+    from tortoise_sim.spool import Spool
+
+    Spool(root).spool_write(sid, _redact(turns), harness, "hook", socket.gethostname())
+    pause = os.environ.get(TEST_SLEEP_ENV)
+    if pause:
+        time.sleep(float(pause))
+    filing = opts.get("filing") or os.environ.get(FILING_ENV) or "detached"
+    if filing not in FILINGS:
+        filing = "detached"
+    try:
+        res = _ask(sock, "hook_session_file", {"session_id": sid, "spool_dir": root},
+                   hook_timeout(END_TIMEOUT_ENV, DEFAULT_END_TIMEOUT_S), END_TIMEOUT_ENV)
+    except HookServiceFailure as exc:
+        raise HookServiceFailure(f"{str(exc).removesuffix('; printing nothing')}; session {sid!r} stays in the "
+                                 f"spool at {root}") from None
+    if res is not None:
+        return ""
+    if filing == "detached":
+        spawn_filer(db, root, sid)
+    elif filing == "inline":
+        from tortoise_sim.resident import file_spooled
+
+        file_spooled(db, root, sid)
     return ""
 
 
@@ -384,18 +644,23 @@ def run_hook(command: str, argv: Sequence[str], stdin: bytes | None = None) -> s
             return inprocess_volunteer(data, harness, db)
         return str(res.get("stdout") or "")
     if command == "hook-session-start":
-        res = _ask(sock, "hook_session_start", {}, timeout, TIMEOUT_ENV)
+        root = spool_root(db, opts.get("spool_dir"))
+        drain = "no_drain" not in opts and os.environ.get(DRAIN_ENV, "1") != "0"
+        pending = pending_sessions(root) if drain else []
+        sid = None
+        if pending:
+            sid = _hook_session_id(data)
+            pending = [p for p in pending if p != sid]
+        budget = drain_budget()
+        # nothing pending: the request of before (an older service answers it too)
+        args = {"drain": True, "session_id": sid, "spool_dir": root, "budget_s": budget} if pending else {}
+        res = _ask(sock, "hook_session_start", args, timeout + (budget if pending else 0.0), TIMEOUT_ENV)
         if res is None:
-            return inprocess_session_start(db)
+            return inprocess_session_start(db, root, pending, sid, budget)
+        if res.get("error"):
+            _FAILURES.append(str(res["error"]))
         return str(res.get("stdout") or "")
-    data = resolve_transcript_path(data)
-    spool = opts.get("spool_dir")
-    res = _ask(sock, "hook_session_end", {"stdin": data.decode("utf-8", "replace"), "harness": harness,
-                                          "spool_dir": os.path.abspath(spool) if spool else None},
-               hook_timeout(END_TIMEOUT_ENV, DEFAULT_END_TIMEOUT_S), END_TIMEOUT_ENV)
-    if res is None:
-        return inprocess_session_end(data, harness, db, spool)
-    return ""
+    return hook_session_end(resolve_transcript_path(data), opts, db, sock)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
@@ -405,6 +670,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     if args[:1] == ["tortoise"]:
         args = args[1:]
     out = ""
+    what = args[0] if args else "hook"
     try:
         _pin_threads()
         if not args:
@@ -415,11 +681,15 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             out = run_hook(args[0], args[1:])
     except HookUsageError as exc:
         _note(f"memsim hook: {exc} (ignored; printing nothing)")
-    except HookServiceFailure as exc:
+    except (HookServiceFailure, HookFailure) as exc:
         out = ""
         _note(f"memsim hook: {exc}")
-    except BaseException:  # noqa: BLE001 - a hook never fails the host
+    except BaseException as exc:  # noqa: BLE001 - a hook never fails the host: one stderr line, nothing on stdout
         out = ""
+        _note(f"memsim hook: {what} failed: {type(exc).__name__}: {exc}")
+    else:
+        if _FAILURES:  # a failure the in-process path swallowed (stdout as the spec says: usually empty)
+            _note(f"memsim hook: {what}: {_FAILURES[0]}")
     try:
         if out:
             sys.stdout.write(out)
@@ -430,8 +700,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 
 def _note(msg: str) -> None:
+    """One stderr line (newlines inside ``msg`` become spaces)."""
     try:
-        sys.stderr.write(msg + "\n")
+        sys.stderr.write(" ".join(msg.splitlines()) + "\n")
         sys.stderr.flush()
     except Exception:  # noqa: BLE001
         pass

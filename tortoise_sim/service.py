@@ -71,9 +71,9 @@ from .hook_client import (
 __all__ = ["TortoiseService", "OPS", "probe", "clear_stale", "start_detached", "stop", "session_end_apply",
            "ServiceStartError", "rss_bytes", "limit_malloc_arenas", "MALLOC_ARENAS"]
 
-OPS = ("ping", "status", "shutdown", "hook_volunteer", "hook_session_start", "hook_session_end", "volunteer",
-       "context", "capture", "checkpoint", "diary_write", "diary_read")
-WRITE_OPS = frozenset({"hook_session_end", "capture", "checkpoint", "diary_write"})
+OPS = ("ping", "status", "shutdown", "hook_volunteer", "hook_session_start", "hook_session_end", "hook_session_file",
+       "volunteer", "context", "capture", "checkpoint", "diary_write", "diary_read")
+WRITE_OPS = frozenset({"hook_session_end", "hook_session_file", "capture", "checkpoint", "diary_write"})
 READ_DEADLINE_S = 10.0  # a client has this long to send its whole request line (one sendall on loopback)
 MAX_CONNECTIONS = 32  # connections served at once; one more gets a "busy" error frame and is closed
 READ_MODES = ("snapshot", "wait")
@@ -217,12 +217,12 @@ def _looks_like_service(pid: int) -> bool:
 
 
 def session_end_apply(stdin: bytes | str, harness: str, db: str | os.PathLike[str], spool_dir: str | None,
-                      sim: Any = None) -> dict[str, Any] | None:
+                      sim: Any = None, reader: str | None = None) -> dict[str, Any] | None:
     """The session-end hook's work: :func:`tortoise_sim.resident.session_end_apply` (imported when called, so
     this module stays light to import for ``serve --status`` / ``--stop``)."""
     from .resident import session_end_apply as apply
 
-    return apply(stdin, harness, db, spool_dir, sim=sim)
+    return apply(stdin, harness, db, spool_dir, sim=sim, reader=reader)
 
 
 def private_socket_dir(folder: Path) -> None:
@@ -675,16 +675,54 @@ class TortoiseService:
             self.hook_count += 1
             del self.hook_samples[:-HOOK_SAMPLES]
 
-    def op_hook_session_start(self) -> dict[str, Any]:
+    def op_hook_session_start(self, drain: bool = False, session_id: str | None = None, spool_dir: str | None = None,
+                              budget_s: float = 3.0) -> dict[str, Any]:
+        """The session-start hook. ``drain`` (the hook client sends it when the spool has due entries; spec §10.1
+        item 18): first file every due entry but ``session_id``'s (no new entry after ``budget_s`` seconds), then
+        the digest, so a session the drain filed is in it. A swallowed failure comes back as ``error`` (the hook
+        client's one stderr line); stdout stays as the spec says."""
         from .hooks import hook_session_start
         from .redaction import mark_as_data, redactor_from_env
+        from .resident import drain_spool, spool_root
 
-        out, _ = self._store_op(lambda sim: hook_session_start(sim.store), False)
-        return {"stdout": mark_as_data(out) if redactor_from_env() == "hardened" else out}
+        errors: list[str] = []
+
+        def note(what: str, exc: BaseException) -> None:
+            errors.append(f"{what} failed: {type(exc).__name__}: {exc}")
+
+        out = ""
+        if drain:
+            deadline = time.monotonic() + float(budget_s)
+
+            def run(sim: Any) -> dict[str, int]:
+                try:
+                    return drain_spool(sim, spool_root(self.db, spool_dir), session_id, deadline)
+                except Exception as exc:  # noqa: BLE001 - the digest still follows
+                    note("the session-start drain", exc)
+                    return {}
+
+            self._store_op(run, True)
+        out, _ = self._store_op(lambda sim: hook_session_start(sim.store, on_error=note), False)
+        res: dict[str, Any] = {"stdout": mark_as_data(out) if redactor_from_env() == "hardened" else out}
+        if errors:
+            res["error"] = errors[0]
+        return res
 
     def op_hook_session_end(self, stdin: str = "", harness: str = "claude",
-                            spool_dir: str | None = None) -> dict[str, Any]:
-        counts = self._store_op(lambda sim: session_end_apply(stdin, harness, self.db, spool_dir, sim=sim), True)
+                            spool_dir: str | None = None, transcript_reader: str | None = None) -> dict[str, Any]:
+        """Spool and file in one op (clients before the spool-first hook; the hook client now spools itself and
+        sends ``hook_session_file``)."""
+        counts = self._store_op(lambda sim: session_end_apply(stdin, harness, self.db, spool_dir, sim=sim,
+                                                              reader=transcript_reader), True)
+        return {"stdout": "", "flush": counts}
+
+    def op_hook_session_file(self, session_id: str, spool_dir: str | None = None) -> dict[str, Any]:
+        """File the session the hook client already spooled (``flush_spool(only_session_id=)`` with the capture
+        key, :data:`tortoise_sim.resident.HOOK_SEND_CAPTURE_KEY`)."""
+        from .resident import file_spooled, spool_root
+
+        counts = self._store_op(lambda sim: file_spooled(self.db, spool_root(self.db, spool_dir), session_id,
+                                                         sim=sim), True)
         return {"stdout": "", "flush": counts}
 
     def op_volunteer(self, window: Any, max_pointers: Any = 3, min_confidence: Any = 0.7,
@@ -696,12 +734,15 @@ class TortoiseService:
     def op_context(self) -> str:
         return self._store_op(lambda sim: sim.context(), False)
 
-    def op_capture(self, conversation: Any, session_id: str | None = None, no_extractor: bool = False) -> Any:
+    def op_capture(self, conversation: Any, session_id: str | None = None, no_extractor: bool = False,
+                   capture_key: str | None = None) -> Any:
         def run(sim: Any) -> Any:
             saved = sim.extractor
             if no_extractor:
                 sim.extractor = None
             try:
+                if capture_key is not None:  # the spool's key (Spool(send_capture_key=True)): idempotent capture
+                    return sim.capture_session(conversation, session_id=session_id, capture_key=capture_key)
                 return sim.capture_session(conversation, session_id=session_id)
             finally:
                 sim.extractor = saved

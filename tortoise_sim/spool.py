@@ -21,8 +21,91 @@ from .durable import after_write
 
 __all__ = [
     "Spool", "entry_key", "content_digest", "capture_key", "backoff_delay", "local_capture_post",
-    "MAX_ENTRIES", "MAX_TOTAL_BYTES", "MAX_ENTRY_BYTES", "SpoolTurnsError",
+    "MAX_ENTRIES", "MAX_TOTAL_BYTES", "MAX_ENTRY_BYTES", "SpoolTurnsError", "spool_lock", "filer_lock",
+    "LOCK_NAME", "FILER_LOCK_NAME", "ledger_summary",
 ]
+
+LOCK_NAME = ".spool.lock"
+FILER_LOCK_NAME = ".filer.lock"
+
+
+def _flock(path: Path, wait_s: float | None) -> int | None:
+    """An exclusive ``fcntl.flock`` on ``path`` (created 0600): the open fd holding it, or None when ``wait_s``
+    seconds passed without it (``None`` waits as long as it takes). No ``fcntl`` (not POSIX): an fd without a lock."""
+    import time
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return fd
+    if wait_s is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+    deadline = time.monotonic() + max(0.0, wait_s)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def spool_lock(root: str | Path) -> Any:
+    """[SIM] The spool's write lock (``<root>/.spool.lock``, ``fcntl.flock``): held around every change of an entry
+    (``spool_write``, a flush's bookkeeping after a post, a discard), never during a post, so the session-end hook
+    client (standard library) and the resident service or a filer process never interleave writes of one entry."""
+    fd = _flock(Path(root) / LOCK_NAME, None)
+    try:
+        yield fd
+    finally:
+        os.close(fd)  # closing the only fd releases the flock
+
+
+def filer_lock(root: str | Path, wait_s: float | None) -> int | None:
+    """[SIM] The filing lock (``<root>/.filer.lock``), held by whoever files spooled sessions into the store without
+    the service (the detached filer of a session end, a session-start drain) for the whole filing, so a
+    session-start hook can wait for a filer that is still at work. Returns the fd holding it (close it to release;
+    it may be passed to a child process, which then holds it), or None after ``wait_s`` seconds."""
+    return _flock(Path(root) / FILER_LOCK_NAME, wait_s)
+
+
+def ledger_summary(root: str | Path, latest: int = 5) -> dict[str, Any]:
+    """The discard ledger of the spool at ``root`` for a report (``spool-flush``, ``serve --status``): ``{"ledger":
+    path, "rows": n, "by_reason": {reason: n}, "latest": [the last ``latest`` rows]}``; a row that does not parse (a
+    torn last row) is counted under ``"unparsable"``."""
+    path = Path(root) / "discarded.jsonl"
+    rows: list[dict[str, Any]] = []
+    bad = 0
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        raw = b""
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            bad += 1
+    by_reason: dict[str, int] = {}
+    for r in rows:
+        by_reason[str(r.get("reason"))] = by_reason.get(str(r.get("reason")), 0) + 1
+    out: dict[str, Any] = {"ledger": str(path), "rows": len(rows), "by_reason": by_reason,
+                           "latest": rows[-latest:] if latest > 0 else []}
+    if bad:
+        out["unparsable"] = bad
+    return out
 
 MAX_ENTRIES = 1000
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
@@ -144,7 +227,7 @@ class Spool:
     def __init__(self, root: str | Path, *, clock: Callable[[], datetime] | None = None,
                  permanent: str = "quarantine", fault_hook: Callable[[str], None] | None = None,
                  corrupt: str = "delete", atomic_turns: bool = False, send_capture_key: bool = False,
-                 idempotent_ledger: bool = False, turns_unreadable: str = "discard") -> None:
+                 idempotent_ledger: bool = False, turns_unreadable: str = "discard", lock: bool = True) -> None:
         if permanent not in ("quarantine", "delete"):
             raise ValueError("permanent must be 'quarantine' or 'delete'")
         if corrupt not in ("delete", "quarantine"):
@@ -168,6 +251,12 @@ class Spool:
         # hardened, named: a ledger row identical in (session_id, capture_key, reason) to one already there is not
         # appended again (a crash between the ledger append and the quarantine mark re-posts the entry)
         self.idempotent_ledger = idempotent_ledger
+        # [SIM] ``lock`` (default on): :func:`spool_lock` around every entry change, so the session-end hook
+        # client and a service or filer process writing the same spool never interleave (False: no lock)
+        self.lock = lock
+
+    def _locked(self) -> Any:
+        return spool_lock(self.root) if self.lock else contextlib.nullcontext()
 
     # -------------------------------------------------------------------------------- files
     def _paths(self, key: str) -> tuple[Path, Path]:
@@ -311,10 +400,44 @@ class Spool:
     def spool_write(self, session_id: str, turns: list[dict[str, Any]], harness: str, source: str,
                     machine_id: str, model: str | None = None) -> dict[str, Any]:
         """Identical digest => no-op; stored log a prefix of the new turns => append; else rewrite.
-        ``filed_key`` survives only an unchanged digest; a content change resets attempts/retry/lane."""
+        ``filed_key`` survives only an unchanged digest; a content change resets attempts/retry/lane. Runs under
+        the spool lock (``lock``)."""
         session_id.encode("utf-8")  # a lone surrogate raises UnicodeEncodeError (§10.1 item 10)
         if not turns:
             return {"action": "none"}
+        with self._locked():
+            return self._spool_write(session_id, turns, harness, source, machine_id, model)
+
+    def due_sessions(self, now_ms: int, exclude_session_id: str | None = None) -> list[str]:
+        """The session ids a flush at ``now_ms`` would work on, oldest first (not quarantined, not filed, not
+        backing off, not probes, not ``exclude_session_id``); a corrupt meta is listed as ``unreadable:<key>`` (the
+        flush discards it). Reads only; the session-start hook's check for pending work."""
+        out: list[tuple[tuple[str, str, str], str]] = []
+        for key, meta in self._all_meta():
+            if meta is None:
+                out.append((("", "", ""), f"unreadable:{key}"))
+                continue
+            sid = meta["session_id"]
+            if sid == exclude_session_id or _PROBE.match(sid) or meta.get("lane") == "quarantine":
+                continue
+            if meta.get("filed_key") and meta.get("filed_key") == meta.get("capture_key"):
+                continue
+            try:
+                if now_ms < _retry_time(meta):
+                    continue
+            except OverflowError:
+                pass
+            out.append((_order_key(meta), sid))
+        return [sid for _, sid in sorted(out)]
+
+    def discard(self, session_id: str, capture_key: str | None, reason: str, detail: str = "") -> None:
+        """A ledger row (``discarded.jsonl``) under the spool lock: the session-end hook's record of a session it
+        could not spool (its transcript unreadable, or no turns)."""
+        with self._locked():
+            self._discard(session_id, capture_key, reason, detail)
+
+    def _spool_write(self, session_id: str, turns: list[dict[str, Any]], harness: str, source: str,
+                     machine_id: str, model: str | None) -> dict[str, Any]:
         self.entries.mkdir(parents=True, exist_ok=True)
         key = entry_key(session_id)
         meta_path, turns_path = self._paths(key)
@@ -427,17 +550,33 @@ class Spool:
 
     def _file_entry(self, key: str, meta: dict[str, Any], post: Callable[[dict[str, Any]], int | None],
                     now_ms: int, counts: dict[str, int]) -> None:
-        """One entry's filing, everything the guard of :meth:`flush_spool` covers (item 15)."""
+        """One entry's filing, everything the guard of :meth:`flush_spool` covers (item 15); the spool lock is held
+        before and after the post, not during it."""
+        with self._locked():
+            body = self._pre_post(key, meta, now_ms, counts)
+        if body is None:
+            return
+        posted_digest = meta.get("content_digest")
+        # §10.1 item 13 (TOR-43): ``posted`` counts attempts. Upstream increments it after the turns are read and
+        # before the post is called, so a post that raises still counts as posted.
+        counts["posted"] += 1
+        status = post(body)
+        with self._locked():
+            self._post_post(key, meta, status, posted_digest, now_ms, counts)
+
+    def _pre_post(self, key: str, meta: dict[str, Any], now_ms: int,
+                  counts: dict[str, int]) -> dict[str, Any] | None:
+        """The checks before a post and the turn-log read: the post body, or None (skipped or discarded)."""
         sid = meta["session_id"]
         if meta.get("lane") == "quarantine":
             counts["skipped_quarantine"] += 1
-            return
+            return None
         if meta.get("filed_key") and meta.get("filed_key") == meta.get("capture_key"):
             counts["skipped_filed"] += 1
-            return
+            return None
         if now_ms < _retry_time(meta):
             counts["skipped_backoff"] += 1
-            return
+            return None
         turns_path = self._paths(key)[1]
         try:
             turns = self._read_turn_log(turns_path)
@@ -449,18 +588,19 @@ class Spool:
             self._discard(sid, meta.get("capture_key"), "transcript_empty")
             self._delete(key)
             counts["discarded"] += 1
-            return
-        posted_digest = meta.get("content_digest")
+            return None
         body = {"harness": meta.get("harness"), "session_id": sid, "source": meta.get("source"),
                 "conversation": turns, "machine_id": meta.get("machine_id")}
         if self.send_capture_key:
             body["capture_key"] = meta.get("capture_key")
         if meta.get("model") is not None:
             body["model"] = meta["model"]
-        # §10.1 item 13 (TOR-43): ``posted`` counts attempts. Upstream increments it after the turns are read and
-        # before the post is called, so a post that raises still counts as posted.
-        counts["posted"] += 1
-        status = post(body)
+        return body
+
+    def _post_post(self, key: str, meta: dict[str, Any], status: int | None, posted_digest: Any, now_ms: int,
+                   counts: dict[str, int]) -> None:
+        """The bookkeeping after a post (2xx compare-and-swap, permanent, transient)."""
+        sid = meta["session_id"]
         if status is not None and 200 <= status < 300:
             # §10.1 item 12: every 2xx counts as filed, even when the compare-and-swap below does not stamp the
             # entry (turns changed during the post: the entry stays unfiled and is re-posted later).
@@ -497,12 +637,12 @@ class Spool:
         is written when any of that raises. Under ``turns_unreadable="keep"`` an unreadable turn log is recorded
         as ``transcript_unreadable`` with the file and the cause."""
         sid, ckey = meta["session_id"], meta.get("capture_key")
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), self._locked():
             if isinstance(exc, SpoolTurnsError):
                 self._discard(sid, ckey, "transcript_unreadable", str(exc))
             else:
                 self._discard(sid, ckey, "entry_failed", f"unexpected failure while filing: {exc!r}")
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), self._locked():
             cur = self._parse_meta(self._paths(key)[0]) or meta
             attempts = int(meta.get("attempts") or 0) + 1
             cur["attempts"] = attempts

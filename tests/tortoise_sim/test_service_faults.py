@@ -221,8 +221,8 @@ def test_relative_transcript_path_is_resolved_against_the_hooks_directory(short_
     # end to end: the service runs in this process (another working directory); the hook runs in `work`
     work = short_dir / "work"
     work.mkdir()
-    lines = [{"message": {"role": "user", "content": "decision: deploys happen on Tuesdays"}},
-             {"message": {"role": "assistant", "content": "Noted."}}]
+    lines = [{"type": "user", "message": {"role": "user", "content": "decision: deploys happen on Tuesdays"}},
+             {"type": "assistant", "message": {"role": "assistant", "content": "Noted."}}]
     (work / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     svc = TortoiseService(short_dir / "db.kuzu", str(short_dir / "s.sock"), embedder="hashing")
     with running(svc):

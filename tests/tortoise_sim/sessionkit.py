@@ -1,0 +1,156 @@
+"""Shared by the session-hook tests: hand-written Claude Code transcripts, the hook commands as subprocesses, a
+store's count of filed copies of a session, and a fake service socket."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+PY = sys.executable
+DECISION = "the build cache lives on local disk"
+PROMPT = f"We went through the storage options.\ndecision: {DECISION}"
+REPLY = "Understood, local disk it is."
+
+
+@contextlib.contextmanager
+def short_tmp() -> Iterator[Path]:
+    d = tempfile.mkdtemp(prefix="mse", dir="/tmp")  # AF_UNIX paths are limited to ~107 bytes
+    try:
+        yield Path(d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def claude_transcript(path: Path, prompt: str = PROMPT, reply: str = REPLY) -> Path:
+    rows = [
+        {"type": "queue-operation", "operation": "enqueue"},
+        {"type": "user", "uuid": "u1", "parentUuid": None, "isSidechain": False, "timestamp": "2026-12-02T08:00:00Z",
+         "message": {"role": "user", "content": prompt}},
+        {"type": "attachment", "attachment": {"type": "hook_success", "content": "digest text"}},
+        {"type": "api-request-blob", "message": {"role": "user", "content": "<system-reminder>x</system-reminder>\n"
+                                                 + prompt}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "isSidechain": False,
+         "timestamp": "2026-12-02T08:00:01Z",
+         "message": {"role": "assistant", "content": [{"type": "text", "text": reply}]}},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def end_hook_json(sid: str, transcript: Path) -> str:
+    return json.dumps({"session_id": sid, "transcript_path": str(transcript), "cwd": str(transcript.parent),
+                       "hook_event_name": "SessionEnd", "reason": "other"})
+
+
+def start_hook_json(sid: str) -> str:
+    return json.dumps({"session_id": sid, "hook_event_name": "SessionStart", "source": "startup"})
+
+
+def hook_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSIM_")}
+    env.update(extra)
+    return env
+
+
+def hook(args: list[str], stdin: str, timeout: float = 60.0, **env: str) -> subprocess.CompletedProcess:
+    """``memsim tortoise <args>`` as a host runs it (the console entry), stdin given, output captured."""
+    return subprocess.run([PY, "-c", "from harness.cli.entry import main; main()", "tortoise", *args],
+                          input=stdin.encode(), capture_output=True, env=hook_env(**env), timeout=timeout)
+
+
+def start_hook(args: list[str], stdin: str, **env: str) -> subprocess.Popen:
+    proc = subprocess.Popen([PY, "-c", "from harness.cli.entry import main; main()", "tortoise", *args],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=hook_env(**env))
+    assert proc.stdin is not None
+    proc.stdin.write(stdin.encode())
+    proc.stdin.close()
+    return proc
+
+
+def wait_for(pred: Callable[[], bool], timeout: float = 30.0, step: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+def spool_meta(root: Path, sid: str) -> dict | None:
+    from tortoise_sim.spool import Spool
+
+    return Spool(root).read_meta(sid)
+
+
+def is_filed(root: Path, sid: str) -> bool:
+    meta = spool_meta(root, sid)
+    return bool(meta and meta.get("filed_key") and meta.get("filed_key") == meta.get("capture_key"))
+
+
+def filed_copies(db: Path, sid: str) -> int:
+    """How many times the store recorded a capture of ``sid`` (its ``SessionRecorded`` feed events): one per
+    filing, so a re-post of an already filed session shows as 2."""
+    from tortoise_sim.resident import open_sim
+
+    sim = open_sim(db, "analysed", "minilm")
+    try:
+        rows = sim.store.query("MATCH (e:GraphEvent {type:'SessionRecorded'}) WHERE e.payload CONTAINS $s "
+                               "RETURN count(e) AS n", {"s": json.dumps(sid)})
+        return int(rows[0]["n"]) if rows else 0
+    finally:
+        sim.close()
+
+
+@contextlib.contextmanager
+def fake_service(path: Path, on_conn: Callable[[socket.socket], None]) -> Iterator[None]:
+    """A Unix socket that accepts and hands each connection to ``on_conn`` (a hung or dying service)."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(16)
+    conns: list[socket.socket] = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        srv.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conns.append(c)
+            threading.Thread(target=on_conn, args=(c,), daemon=True).start()
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(5)
+        for c in conns:
+            c.close()
+        srv.close()
+
+
+def never_answers(c: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        c.recv(1 << 20)  # reads the request and holds the connection without a word
+
+
+def dies_mid_request(c: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        c.recv(1 << 20)
+        c.close()  # as a service killed while it files: the connection drops with no answer
