@@ -291,12 +291,13 @@ def expand(line: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(sub, line)
 
 
-def tee_command(line: str, event: str, folder: Path) -> str:
-    """``line`` wrapped by ``hooktee.sh`` so what the hook read and printed is kept under ``folder``."""
+def tee_command(line: str, event: str, folder: Path, gate: Path | None = None) -> str:
+    """``line`` wrapped by ``hooktee.sh`` so what the hook read and printed is kept under ``folder`` (``gate``: the
+    folder of the runner's gates, see hooktee.sh)."""
     import shlex
 
-    return " ".join(["sh", shlex.quote(str(HOOKTEE)), shlex.quote(str(folder)), shlex.quote(event),
-                     shlex.quote(line)])
+    parts = ["sh", str(HOOKTEE), str(folder), event, line] + ([str(gate)] if gate is not None else [])
+    return " ".join(shlex.quote(x) for x in parts)
 
 
 # ------------------------------------------------------------------------------------------------ loading
@@ -461,3 +462,345 @@ def load_scenario(path: str | Path) -> Scenario:
 def scenario_files(folder: Path = SCENARIO_DIR) -> list[Path]:
     """The scenario YAMLs shipped with memsim (or under ``folder``), by name."""
     return sorted(folder.glob("*.yaml"))
+
+
+# ------------------------------------------------------------------------------------------------ running
+_LOCK_SNIPPET = ("import sys, time\nimport kuzu\n"
+                 "db = kuzu.Database(sys.argv[1])\nconn = kuzu.Connection(db)\n"
+                 "print('locked', flush=True)\ntime.sleep(float(sys.argv[2]))\n")
+
+
+class _Memory:
+    """Executes a scenario's memory operations through the ``memsim tortoise`` CLI (subprocesses, each bounded),
+    and ends what it started by pid: the service it started, the store-lock writers."""
+
+    def __init__(self, exe: str, db: Path, env: dict[str, str]) -> None:
+        self.exe, self.db, self.env = exe, db, env
+        self.refs: dict[str, str] = {}
+        self.texts: dict[str, str] = {}
+        self.service_pid: int | None = None
+        self.hung = False
+        self.locks: list[Any] = []
+
+    def _cli(self, *args: str, timeout: float = 120.0) -> Any:
+        import os
+        import subprocess
+
+        return subprocess.run([self.exe, "tortoise", *args, "--db", str(self.db)], env={**os.environ, **self.env},
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+
+    def alive(self) -> bool:
+        import os
+
+        if self.service_pid is None:
+            return False
+        try:
+            os.kill(self.service_pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        stat = Path(f"/proc/{self.service_pid}/stat")
+        return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
+
+    def _signal(self, sig: int) -> None:
+        import os
+
+        if self.service_pid is not None and self.alive():
+            os.kill(self.service_pid, sig)
+
+    def run(self, op: Op) -> dict[str, Any]:
+        import json
+        import signal
+        import subprocess
+        import sys
+        import time
+
+        t0 = time.time()
+        out: dict[str, Any] = {"op": op.name, "t": t0, "ok": True}
+        if op.create_point is not None:
+            cp = op.create_point
+            args = ["create-point", cp.kind, cp.text] + (["--credibility", cp.credibility] if cp.credibility else [])
+            res = self._cli(*args, *(["--live"] if cp.live else []))
+            out.update(ok=res.returncode == 0, ref=cp.ref, stderr=res.stderr.strip()[-400:])
+            if res.returncode == 0:
+                self.refs[cp.ref] = res.stdout.strip().splitlines()[-1]
+                self.texts[cp.ref] = cp.text
+                out["id"] = self.refs[cp.ref]
+        elif op.retract is not None:
+            pid = self.refs.get(op.retract.ref)
+            res = self._cli("retract", pid or "") if pid else None
+            out.update(ok=res is not None and res.returncode == 0, ref=op.retract.ref, id=pid,
+                       stderr=(res.stderr.strip()[-400:] if res is not None else "ref was never created"))
+        elif op.service == "start":
+            res = self._cli("serve", "--detach", timeout=180)
+            out.update(ok=res.returncode == 0, stderr=res.stderr.strip()[-400:])
+            if res.returncode == 0:
+                self.service_pid = int(json.loads(res.stdout.strip().splitlines()[-1])["pid"])
+                self.hung = False
+                out["pid"] = self.service_pid
+        elif op.service in ("hang", "resume", "kill"):
+            sig = {"hang": signal.SIGSTOP, "resume": signal.SIGCONT, "kill": signal.SIGKILL}[op.service]
+            out.update(ok=self.alive(), pid=self.service_pid)
+            self._signal(sig)
+            self.hung = op.service == "hang"
+            if op.service == "kill":
+                deadline = time.time() + 10
+                while self.alive() and time.time() < deadline:
+                    time.sleep(0.05)
+        elif op.service == "stop":
+            if self.hung:
+                self._signal(signal.SIGCONT)
+                self.hung = False
+            res = self._cli("serve", "--stop", timeout=60)
+            out.update(ok=res.returncode == 0, stderr=res.stderr.strip()[-400:])
+        elif op.lock_store is not None:
+            p = subprocess.Popen([sys.executable, "-c", _LOCK_SNIPPET, str(self.db), str(op.lock_store.seconds)],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.locks.append(p)
+            line = _read_line(p.stdout, 60.0)
+            out.update(ok=line == "locked", pid=p.pid, seconds=op.lock_store.seconds)
+        elif op.wait is not None:
+            time.sleep(op.wait.seconds)
+        out["dt"] = time.time() - t0
+        return out
+
+    def close(self) -> None:
+        """Stop what this run started, by pid: lock writers, then the service (resumed first when hung)."""
+        import signal
+        import subprocess
+        import time
+
+        for p in self.locks:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=10)
+        if self.alive():
+            self._signal(signal.SIGCONT)
+            try:
+                self._cli("serve", "--stop", timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+            deadline = time.time() + 10
+            while self.alive() and time.time() < deadline:
+                time.sleep(0.05)
+            self._signal(signal.SIGKILL)
+
+
+def _read_line(stream: Any, timeout: float) -> str:
+    import threading
+
+    box: list[str] = []
+    t = threading.Thread(target=lambda: box.append(stream.readline()), daemon=True)
+    t.start()
+    t.join(timeout)
+    return box[0].strip() if box else ""
+
+
+def _gate_target(prompt_index: int, n_prompts: int, lines: dict[str, str], where: str) -> tuple[str, int]:
+    """The hook run a prompt's ``after`` operations wait on: the next prompt's UserPromptSubmit, or for the last
+    prompt the session's (first) SessionEnd."""
+    attr, event, n = (("user_prompt_submit", "UserPromptSubmit", prompt_index + 1) if prompt_index + 1 < n_prompts
+                      else ("session_end", "SessionEnd", 0))
+    if attr not in lines:
+        raise ScenarioError(f"{where}.after: operations after a prompt need a {attr} hook to wait on")
+    return event, n
+
+
+def _settled_turns(db: Path, sid: str, settle_s: float) -> tuple[list[dict[str, str]] | None, str | None]:
+    """The store's turns for ``sid``, waiting up to ``settle_s`` for a filing still in flight (None and the
+    reason when the store cannot be opened read-only all that time)."""
+    import time
+
+    from harness.hosts.wire import store_turns
+
+    deadline, why = time.time() + settle_s, None
+    while True:
+        try:
+            turns = store_turns(db, sid)
+            why = None
+        except Exception as exc:  # noqa: BLE001 - a store held by a writer: retry until the deadline
+            turns, why = None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if turns or time.time() >= deadline:
+            return turns, why
+        time.sleep(0.25)
+
+
+def _in_spool(db: Path, sid: str) -> bool:
+    from tortoise_sim.spool import Spool
+
+    sp = Spool(db.parent / "spool")
+    return sp.read_meta(sid) is not None and bool(sp.read_turns(sid))
+
+
+def _expectations(exp: Expect | None, mem: _Memory, obs: list[dict[str, Any]], deliv: list[Any],
+                  compare: dict[str, Any] | None, lost: bool | None) -> dict[str, bool | None]:
+    if exp is None:
+        return {}
+    conv = [d for d, o in deliv if o["conversation"]]
+    pointer = [d for d in conv if d.item.kind == "pointer_block"]
+    digest = [d for d in conv if d.item.kind == "digest"]
+    ids = {p for d in pointer for p in d.point_ids}
+
+    def volunteered(entry: str) -> bool:
+        if entry.startswith("ref:"):
+            return mem.refs.get(entry[4:], "\0") in ids
+        return any(entry in d.item.text for d in pointer)
+
+    def in_digest(entry: str) -> bool:
+        text = mem.texts.get(entry[4:], "\0")[:160] if entry.startswith("ref:") else entry
+        return any(text in d.item.text for d in digest)
+
+    checks: dict[str, bool | None] = {}
+    for e in exp.volunteered:
+        checks[f"volunteered {e}"] = volunteered(e)
+    for e in exp.not_volunteered:
+        checks[f"not volunteered {e}"] = not volunteered(e)
+    for e in exp.in_digest:
+        checks[f"in digest {e}"] = in_digest(e)
+    for e in exp.not_in_digest:
+        checks[f"not in digest {e}"] = not in_digest(e)
+    if exp.captured is not None:
+        got = None if compare is None else (compare["equal"] and compare["memory_fed_back"] == 0)
+        checks["captured"] = None if got is None else got == exp.captured
+    if exp.memory_reaches_model is not None:
+        checks["memory reaches model"] = bool(conv) == exp.memory_reaches_model
+    if exp.lost is not None:
+        checks["lost"] = None if lost is None else int(lost) == exp.lost
+    return checks
+
+
+def run_scenario(scenario: Scenario, host: str, run_dir: Path, *, memsim_exe: str | Path,
+                 scenario_dir: Path | None = None, isolation: str = "auto", settle_s: float = 10.0) -> dict[str, Any]:
+    """Run ``scenario`` on ``host`` under ``run_dir/<host>/`` and return the results (also written per session to
+    ``s<i>/result.json``, and whole to ``result.json``).
+
+    Per session: the ``before`` operations (through ``memsim tortoise ...`` with ``memsim_exe``), the wait until
+    ``gap_s`` after the previous session's end, the host session (:func:`harness.hosts.drivers.run_session`) with
+    every hook line wrapped by ``hooktee.sh`` (a prompt's ``after`` operations run while the next prompt's
+    UserPromptSubmit hook, or for the last prompt the SessionEnd hook, waits on its gate; that wait is recorded and
+    is part of that prompt's latency), the ``after`` operations, then the observations: the hook runs, the memory
+    items they printed, per request the wire observation (:func:`harness.hosts.wire.observe_request`), per prompt
+    the latency to its first conversation request, the store's turns against the host's transcript (waiting up to
+    ``settle_s`` for a filing in flight; not read while a service holds the store), whether the session is lost
+    (in neither store nor spool) and the session's ``expect`` checks. The store is ``<host>/store/tortoise.kuzu``,
+    shared by the sessions, as are the host's HOME and workspace; the service socket is a private short path
+    (``MEMSIM_TORTOISE_SOCKET``) given to the hooks and the CLI alike."""
+    import json
+    import shlex
+    import shutil
+    import sys
+    import tempfile
+    import threading
+    import time
+
+    from harness.hosts.drivers import HookSet, SessionSpec, run_session
+    from harness.hosts.wire import (
+        compare_turns,
+        deliveries,
+        hook_records,
+        items_from_records,
+        observe_request,
+        prompt_latencies,
+    )
+
+    if host not in scenario.run_hosts:
+        raise ScenarioError(f"scenario {scenario.name!r} does not run on {host!r} ({', '.join(scenario.run_hosts)})")
+    root = Path(run_dir) / host
+    home, cwd, db = root / "home", root / "work", root / "store" / "tortoise.kuzu"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    sockdir = Path(tempfile.mkdtemp(prefix="mw-"))
+    env = {"MEMSIM_TORTOISE_SOCKET": str(sockdir / "s.sock"), "MEMSIM_TORTOISE_DB": str(db), **scenario.hooks.env}
+    values = {"memsim": shlex.quote(str(memsim_exe)), "db": shlex.quote(str(db)), "harness": HARNESS[host],
+              "python": shlex.quote(sys.executable), "examples": shlex.quote(str(EXAMPLES_DIR)),
+              "scenario_dir": shlex.quote(str(scenario_dir or SCENARIO_DIR)), "run_dir": shlex.quote(str(root))}
+    lines = {attr: expand(line, values) for attr, line in hook_lines(scenario.hooks).items()}
+    mem = _Memory(str(memsim_exe), db, env)
+    results: list[dict[str, Any]] = []
+    prev_end: float | None = None
+    try:
+        for i, s in enumerate(scenario.sessions):
+            sdir = root / f"s{i}"
+            hooks_dir, gates = sdir / "hooks", sdir / "gates"
+            gates.mkdir(parents=True, exist_ok=True)
+            ops_log = [dict(mem.run(op), at=f"sessions[{i}].before[{j}]") for j, op in enumerate(s.before)]
+            if prev_end is not None:
+                time.sleep(max(0.0, prev_end + s.gap_s - time.time()))
+            gated = []
+            for k, p in enumerate(s.prompts):
+                if p.after:
+                    event, n = _gate_target(k, len(s.prompts), lines, f"sessions[{i}].prompts[{k}]")
+                    (gates / f"{event}-{n}.hold").touch()
+                    gated.append((event, n, k, p.after))
+            hookset = HookSet(**{a: tee_command(line, EVENTS[a], hooks_dir, gates) for a, line in lines.items()},
+                              timeouts=dict(scenario.hooks.timeouts))
+            spec = SessionSpec(prompts=[p.text for p in s.prompts],
+                               replies=[[r.for_host(host) for r in p.replies] for p in s.prompts],
+                               home=home, cwd=cwd, hooks=hookset, env={**env, **s.env}, timeout_s=s.timeout_s,
+                               allowed_tools=list(s.allowed_tools))
+            done = threading.Event()
+
+            def watch(gated: list = gated, done: threading.Event = done, gates: Path = gates,
+                      ops_log: list = ops_log, i: int = i) -> None:
+                for event, n, k, ops in gated:
+                    while not (gates / f"{event}-{n}.waiting").exists():
+                        if done.wait(0.02):
+                            ops_log.extend({"op": op.name, "at": f"sessions[{i}].prompts[{k}].after[{j}]",
+                                            "ok": False, "detail": "the host never reached the gate"}
+                                           for j, op in enumerate(ops))
+                            return
+                    for j, op in enumerate(ops):
+                        ops_log.append(dict(mem.run(op), at=f"sessions[{i}].prompts[{k}].after[{j}]"))
+                    (gates / f"{event}-{n}.go").touch()
+
+            watcher = threading.Thread(target=watch, daemon=True)
+            watcher.start()
+            try:
+                run = run_session(host, spec, sdir, isolation=isolation)
+            finally:
+                done.set()
+                watcher.join(timeout=300)
+            prev_end = run.t_end
+            ops_log += [dict(mem.run(op), at=f"sessions[{i}].after[{j}]") for j, op in enumerate(s.after)]
+            records = hook_records(hooks_dir)
+            items = items_from_records(records)
+            obs = [observe_request(r, items) for r in run.requests]
+            deliv = [(d, o) for r, o in zip(run.requests, obs, strict=True) for d in deliveries(r, items)]
+            compare, stored, why, lost = None, None, None, None
+            if run.session_id and "session_end" in lines:
+                if mem.alive():
+                    why = "the service holds the store"
+                else:
+                    stored, why = _settled_turns(db, run.session_id, settle_s)
+                conv = None
+                if run.transcript_path is not None:
+                    from tortoise_sim.transcripts import read_transcript
+
+                    conv = read_transcript(run.transcript_path, HARNESS[host])
+                if stored is not None and conv is not None:
+                    compare = compare_turns(stored, conv)
+                if stored is not None:
+                    lost = not stored and not _in_spool(db, run.session_id)
+            res = {"session": i, "name": s.name, "host": host, "version": run.version, "isolation": run.isolation,
+                   "session_id": run.session_id, "exit_code": run.exit_code, "timed_out": run.timed_out,
+                   "t_start": run.t_start, "t_end": run.t_end,
+                   "gap_s": None if not results else run.t_start - results[-1]["t_end"],
+                   "ops": ops_log, "hooks": [{k: v for k, v in r.items() if k not in ("stdin",)} for r in records],
+                   "items": [{"kind": it.kind, "event": it.event, "point_ids": it.point_ids,
+                              "bytes": len(it.text.encode("utf-8"))} for it in items],
+                   "requests": obs, "latency": prompt_latencies(run), "store_vs_transcript": compare,
+                   "store_unread": why, "lost": lost, "refs": dict(mem.refs),
+                   "checks": _expectations(s.expect, mem, obs, deliv, compare, lost)}
+            (sdir / "result.json").write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
+            results.append(res)
+    finally:
+        mem.close()
+        shutil.rmtree(sockdir, ignore_errors=True)
+    out = {"scenario": scenario.name, "records": list(scenario.records), "host": host, "run_dir": str(root),
+           "sessions": results}
+    (root / "result.json").write_text(json.dumps(out, indent=1, default=str), encoding="utf-8")
+    return out

@@ -20,8 +20,8 @@ The pieces, in the order a scenario run uses them:
   ``function_call_output`` items), Chat Completions (``messages``, ``tool_calls``) and Gemini
   (``systemInstruction`` and ``contents`` parts). Tool definitions become blocks of part ``"tools"``.
 - :func:`deliveries` finds each item in the system and message blocks (never in tool definitions): every
-  occurrence, with the message index, role, block index, the host's framing prefix before the item in that block
-  (e.g. Claude Code's ``UserPromptSubmit hook additional context: ``), whether it arrived byte for byte, and its
+  occurrence, with the message index, role, block index, the host's framing prefix before the item on its line
+  (e.g. Claude Code's ``UserPromptSubmit hook additional context: ``) and its offset in the block, whether it arrived byte for byte, and its
   bytes and cl100k tokens. Matching, in order:
 
   1. exact: the item's text, or the text with its surrounding whitespace trimmed (a hook's output ends in a
@@ -308,8 +308,10 @@ def request_blocks(req: dict[str, Any]) -> list[Block]:
 # ------------------------------------------------------------------------------------------------ deliveries
 @dataclass
 class Delivery:
-    """One occurrence of a memory item in a request block. ``prefix`` is the block's text before the item (the
-    host's framing); ``exact`` True when it arrived byte for byte (``trimmed``: only after trimming the item's
+    """One occurrence of a memory item in a request block. ``prefix`` is the text before the item on the line
+    where it starts (the host's framing, e.g. ``UserPromptSubmit hook additional context: ``; a host may put
+    several hook outputs and its own context in one block, so the whole text before the item is not the framing);
+    ``offset`` the item's character offset in the block; ``exact`` True when it arrived byte for byte (``trimmed``: only after trimming the item's
     surrounding whitespace), else ``encoding`` names what the host did to it; ``text`` is the span of the block
     that carries it, ``bytes`` / ``tokens`` its UTF-8 bytes and cl100k tokens; ``whole`` False when only some
     lines of a digest were found (``lines_found``); ``point_ids`` the item's point ids seen in the span."""
@@ -329,6 +331,7 @@ class Delivery:
     whole: bool = True
     lines_found: list[str] = field(default_factory=list)
     point_ids: list[str] = field(default_factory=list)
+    offset: int = 0
 
     def to_json(self, *, with_text: bool = False) -> dict[str, Any]:
         d = asdict(self)
@@ -374,8 +377,10 @@ def _whitespace_pattern(text: str) -> re.Pattern[str] | None:
 def _found(item: MemoryItem, b: Block, start: int, span: str, trimmed: bool, encoding: str | None,
            *, whole: bool = True, lines: Sequence[str] = ()) -> Delivery:
     ids = [p for p in item.point_ids if f"point/{p}" in span]
-    return Delivery(item, b.index, b.role, b.block_index, b.part, b.text[:start], encoding is None, encoding,
-                    span, len(span.encode("utf-8")), count_tokens(span), trimmed, whole, list(lines), ids)
+    line_start = b.text.rfind("\n", 0, start) + 1
+    return Delivery(item, b.index, b.role, b.block_index, b.part, b.text[line_start:start], encoding is None,
+                    encoding, span, len(span.encode("utf-8")), count_tokens(span), trimmed, whole, list(lines), ids,
+                    start)
 
 
 def _in_block(item: MemoryItem, b: Block) -> list[Delivery]:
@@ -516,7 +521,8 @@ def compare_turns(stored: Sequence[dict[str, str]], conversation: Sequence[dict[
 def hook_records(folder: str | Path) -> list[dict[str, Any]]:
     """What ``hooktee.sh`` recorded under ``folder``: one dict per hook run (``event``, ``start``, ``end``,
     ``stdin``, ``stdout``, ``stderr``, ``rc`` (None when it did not finish), ``signal`` (the signal the wrapper
-    forwarded, or None)), by start time."""
+    forwarded, or None), ``gate`` (``[start, end]`` of a runner's gate wait before the hook, or None)), by start
+    time."""
     root = Path(folder)
     out = []
     for meta in sorted(root.glob("*.start")):
@@ -524,12 +530,13 @@ def hook_records(folder: str | Path) -> list[dict[str, Any]]:
         def read(ext: str, _b: Path = base) -> str | None:
             p = _b.parent / f"{_b.name}.{ext}"
             return p.read_text("utf-8", "replace") if p.exists() else None
-        rc, end = read("rc"), read("end")
+        rc, end, gate = read("rc"), read("end"), (read("gate") or "").split()
         out.append({"event": base.name.rsplit("-", 2)[0], "start": float((read("start") or "0").strip()),
                     "end": float(end.strip()) if end and end.strip() else None,
                     "stdin": read("stdin") or "", "stdout": read("stdout") or "", "stderr": read("stderr") or "",
                     "rc": int(rc.strip()) if rc and rc.strip() else None,
-                    "signal": (read("signal") or "").strip() or None, "base": str(base)})
+                    "signal": (read("signal") or "").strip() or None, "base": str(base),
+                    "gate": [float(x) for x in gate] if len(gate) == 2 else None})
     return sorted(out, key=lambda r: r["start"])
 
 

@@ -264,3 +264,10 @@ def test_hooktee_records_and_passes_through(tmp_path: Path) -> None:
     assert rec["end"] >= rec["start"]
     (item,) = items_from_records([rec])
     assert item.point_ids == [PID]
+
+
+def test_prefix_is_the_framing_on_the_items_line_when_a_block_carries_more() -> None:
+    text = (START_FRAME + "a note from the session start.\n\n# Host context\nsome host lines\n\n" + FRAME + BLOCK
+            + "\nhost text after it")
+    (d,) = deliveries(chat_request(text), _pointer())
+    assert d.prefix == FRAME and d.exact and d.offset == text.index(BLOCK)
