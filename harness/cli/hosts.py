@@ -36,6 +36,11 @@ def install_cmd(
             console.print(f"skipped: {msg}", soft_wrap=True)
             raise typer.Exit(0)
         raise fail(msg)
+    if if_reachable and any(inst.find_host(n) is None for n in chosen):
+        ok, why = inst.registry_reachable()
+        if not ok:
+            console.print(f"skipped: the npm registry is not reachable ({why})", soft_wrap=True)
+            raise typer.Exit(0)
     for n in chosen:
         try:
             h = inst.install(n)

@@ -121,6 +121,31 @@ def registry_unreachable(stderr: str) -> bool:
     return any(s in stderr for s in _UNREACHABLE)
 
 
+def _npm_error(text: str, code: int) -> str:
+    """npm's error output in one line: its ``npm error`` lines, without the debug-log pointer."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "complete log of this run" not in ln]
+    errs = [ln.removeprefix("npm error").strip() for ln in lines if ln.startswith(("npm error", "npm ERR!"))]
+    picked = [e for e in errs if not e.startswith(("syscall", "errno"))][:2] or lines[-1:] or [f"exit {code}"]
+    return "; ".join(picked)
+
+
+def registry_reachable(timeout_s: float = 20.0) -> tuple[bool, str]:
+    """Ask the configured npm registry once (``npm ping``, no retries): (reachable, npm's answer in one line).
+
+    ``--if-reachable`` checks this first, so a machine without network skips in a fraction of a second instead of
+    waiting through npm's install retries (about a minute)."""
+    try:
+        p = subprocess.run([shutil.which("npm") or "npm", "ping", "--fetch-retries=0", "--fetch-timeout=10000"],
+                           capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return False, f"npm ping did not answer in {timeout_s:.0f} s"
+    except OSError as exc:
+        return False, f"npm ping could not run: {exc}"
+    if p.returncode == 0:
+        return True, "ok"
+    return False, _npm_error(p.stderr + p.stdout, p.returncode)
+
+
 def install(name: str, *, timeout_s: float = 600.0) -> InstalledHost:
     """Install ``name`` at its pinned version (a no-op when it is there); raises :class:`InstallError`."""
     if name not in HOSTS:
@@ -135,8 +160,7 @@ def install(name: str, *, timeout_s: float = 600.0) -> InstalledHost:
     except subprocess.TimeoutExpired as exc:
         raise InstallError(f"npm install of {name} did not finish in {timeout_s:.0f} s") from exc
     if proc.returncode != 0:
-        lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
-        tail = lines[-1] if lines else f"exit {proc.returncode}"
+        tail = _npm_error(proc.stderr + proc.stdout, proc.returncode)
         err = InstallError(f"npm install {HOSTS[name].package}@{HOSTS[name].version} failed: {tail}")
         err.unreachable = registry_unreachable(proc.stderr + proc.stdout)  # type: ignore[attr-defined]
         raise err

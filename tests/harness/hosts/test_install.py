@@ -22,6 +22,14 @@ args = sys.argv[1:]
 with open(os.environ["FAKE_NPM_LOG"], "a") as f:
     f.write(json.dumps(args) + "\\n")
 mode = os.environ.get("FAKE_NPM_MODE", "ok")
+if args[0] == "ping":
+    if mode in ("offline", "ping-ok-install-offline"):
+        if mode == "offline":
+            sys.stderr.write("npm error code EAI_AGAIN\\nnpm error request to the registry failed, reason: getaddrinfo EAI_AGAIN\\n")
+            sys.exit(1)
+    sys.exit(0)
+if mode == "ping-ok-install-offline":
+    mode = "offline"
 if mode == "offline":
     sys.stderr.write("npm error code ENOTFOUND\\nnpm error network request to the registry failed, reason: getaddrinfo ENOTFOUND\\n")
     sys.exit(1)
@@ -82,7 +90,7 @@ def one_line(r, code: int) -> str:  # type: ignore[no-untyped-def]
 def test_install_default_set_pinned_into_the_cache_folder(env: dict[str, Path]) -> None:
     r = invoke("install")
     assert r.exit_code == 0, r.output
-    got = calls(env["log"])
+    got = [c for c in calls(env["log"]) if c[0] != "ping"]
     assert len(got) == 2
     for argv, name in zip(got, ("claude-code", "codex"), strict=True):
         spec = inst.HOSTS[name]
@@ -95,8 +103,8 @@ def test_install_default_set_pinned_into_the_cache_folder(env: dict[str, Path]) 
         assert h is not None and h.version == inst.HOSTS[name].version and h.bin.exists()
         assert str(h.bin) in r.output
     # installed already: npm is not called again
-    assert invoke("install", "codex").exit_code == 0
-    assert len(calls(env["log"])) == 2
+    assert invoke("install", "codex", "--if-reachable").exit_code == 0
+    assert len(calls(env["log"])) == 2  # neither an install nor a registry ping
 
 
 def test_list_shows_pinned_installed_and_path(env: dict[str, Path]) -> None:
@@ -132,10 +140,14 @@ def test_missing_node_or_npm_is_one_line(env: dict[str, Path], missing: str) -> 
     assert calls(env["log"]) == []
 
 
-def test_unreachable_registry(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FAKE_NPM_MODE", "offline")
-    assert "registry" in one_line(invoke("install", "--if-reachable"), 0)
-    assert one_line(invoke("install"), 1).startswith("error:")
+@pytest.mark.parametrize("mode", ["offline", "ping-ok-install-offline"])
+def test_unreachable_registry(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    monkeypatch.setenv("FAKE_NPM_MODE", mode)
+    line = one_line(invoke("install", "--if-reachable"), 0)
+    assert "registry is not reachable" in line and "complete log" not in line
+    assert [c[0] for c in calls(env["log"])] == (["ping"] if mode == "offline" else ["ping", "install"])
+    line = one_line(invoke("install"), 1)
+    assert line.startswith("error:") and "getaddrinfo" in line
     assert inst.find_host("claude-code") is None
 
 
