@@ -407,12 +407,16 @@ def _in_block(item: MemoryItem, b: Block) -> list[Delivery]:
 
 def deliveries(req: dict[str, Any], items: Iterable[MemoryItem]) -> list[Delivery]:
     """Every occurrence of each item in the request's system and message blocks (tool definitions excluded), in
-    item order, then block order."""
+    item order, then block order. Items with the same kind and text (the same pointer block printed on every
+    prompt of a session) are looked for once, so each occurrence in the request is reported once, under the first
+    such item."""
     blocks = [b for b in request_blocks(req) if b.part != "tools"]
     out: list[Delivery] = []
+    seen: set[tuple[str, str]] = set()
     for item in items:
-        if not item.text.strip():
+        if not item.text.strip() or (item.kind, item.text) in seen:
             continue
+        seen.add((item.kind, item.text))
         for b in blocks:
             out += _in_block(item, b)
     return out

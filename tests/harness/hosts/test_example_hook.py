@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 from harness.hosts.scenario import EXAMPLES_DIR, expand, hook_lines, load_scenario, scenario_files
@@ -69,3 +70,85 @@ def test_the_example_scenario_points_at_the_example_hook() -> None:
     (item,) = memory_items("UserPromptSubmit", out.stdout.decode())
     assert "deploy" in item.text.lower()
     assert Path(cmd.split()[1]) == HOOK
+
+
+# ------------------------------------------------------------------------------------------------ the runner
+def _fake_run_session(host: str, spec, run_dir: Path, *, isolation: str = "auto"):  # noqa: ANN001, ANN202
+    """A stand-in host in Claude Code's request shape (our words): it runs each hook line with sh as a host does,
+    and puts what the hooks printed after its own framing into one system message per prompt."""
+    import time
+
+    from harness.hosts.drivers import SessionRun
+
+    def hook(line: str | None, payload: dict) -> str:
+        if line is None:
+            return ""
+        out = subprocess.run(["sh", "-c", line], input=json.dumps(payload).encode(), capture_output=True,
+                             timeout=60, env={**__import__("os").environ, **spec.env})
+        return out.stdout.decode()
+
+    t0 = time.time()
+    start = hook(spec.hooks.session_start, {"hook_event_name": "SessionStart", "session_id": "fake-1"})
+    messages, requests, times = [], [], []
+    for i, prompt in enumerate(spec.prompts):
+        times.append(t0 if i == 0 else time.time())
+        extra = hook(spec.hooks.user_prompt_submit, {"hook_event_name": "UserPromptSubmit", "prompt": prompt})
+        ctx = json.loads(extra)["hookSpecificOutput"]["additionalContext"] if extra.strip() else ""
+        framing = ("Session start said: " + start.strip() + "\n" if i == 0 else "") + \
+            ("Prompt hook said: " + ctx if ctx else "")
+        messages += [{"role": "user", "content": prompt}, {"role": "system", "content": framing}]
+        requests.append({"seq": i, "t": time.time(), "api": "anthropic.messages", "reply": i,
+                         "body": {"tools": [{"name": "T"}], "messages": list(messages)}})
+        messages.append({"role": "assistant", "content": "ok"})
+    hook(spec.hooks.session_end, {"hook_event_name": "SessionEnd", "session_id": "fake-1"})
+    return SessionRun(host=host, version="0", isolation="base-url", session_id="fake-1", transcript_path=None,
+                      requests=requests, prompt_times=times, t_start=t0, t_end=time.time(), exit_code=0,
+                      timed_out=False, stdout="", stderr="")
+
+
+def test_runner_with_a_stand_in_host(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    import harness.hosts.drivers as drivers
+    from harness.hosts.scenario import run_scenario
+
+    monkeypatch.setattr(drivers, "run_session", _fake_run_session)
+    f = tmp_path / "s.yaml"
+    f.write_text(textwrap.dedent("""\
+        name: stand-in
+        description: the example hook through the runner, with a wait between the two prompts
+        records: [MEM-RTE-per-prompt-hook]
+        hooks:
+          preset: none
+          session_start: "{python} {examples}/note_hook.py"
+          user_prompt_submit: "{python} {examples}/note_hook.py"
+        sessions:
+          - prompts:
+              - text: "Where are the ledger records?"
+                after: [{wait: {seconds: 0.3}}]
+              - text: "When do we deploy?"
+            expect: {memory_reaches_model: true}
+        """), encoding="utf-8")
+    res = run_scenario(load_scenario(f), "claude-code", tmp_path / "run", memsim_exe="memsim")
+    (s,) = res["sessions"]
+    assert [i["event"] for i in s["items"]] == ["SessionStart", "UserPromptSubmit", "UserPromptSubmit"]
+    (gated,) = [o for o in s["ops"] if o["at"] == "sessions[0].prompts[0].after[0]"]
+    second = [h for h in s["hooks"] if h["event"] == "UserPromptSubmit"][1]
+    assert gated["ok"] and second["gate"] is not None and second["gate"][1] - second["gate"][0] >= 0.3
+    assert second["start"] >= gated["t"] + gated["dt"]  # the operation ran before the next prompt's hook
+    last = s["requests"][-1]
+    assert {d["prefix"] for d in last["deliveries"]} == {"Session start said: ", "Prompt hook said: "}
+    assert len(last["deliveries"]) == 3 and all(d["exact"] for d in last["deliveries"])
+    assert s["checks"] == {"memory reaches model": True} and s["store_vs_transcript"] is None
+    assert json.loads((tmp_path / "run" / "claude-code" / "s0" / "result.json").read_text())["session_id"] == "fake-1"
+
+
+def test_example_scenario_on_a_real_host(tmp_path: Path) -> None:
+    from harness.hosts.scenario import SCENARIO_DIR, run_scenario
+    from tests.harness.hosts.conftest import require_host
+
+    require_host("claude-code")
+    res = run_scenario(load_scenario(SCENARIO_DIR / "own-hook-example.yaml"), "claude-code", tmp_path,
+                       memsim_exe=str(Path(sys.executable).parent / "memsim"))
+    (s,) = res["sessions"]
+    assert s["exit_code"] == 0 and s["checks"] == {"memory reaches model": True}
+    prefixes = {d["prefix"] for o in s["requests"] if o["conversation"] for d in o["deliveries"]}
+    assert prefixes == {"SessionStart:startup hook success: ", "UserPromptSubmit hook additional context: "}

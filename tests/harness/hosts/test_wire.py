@@ -271,3 +271,11 @@ def test_prefix_is_the_framing_on_the_items_line_when_a_block_carries_more() -> 
             + "\nhost text after it")
     (d,) = deliveries(chat_request(text), _pointer())
     assert d.prefix == FRAME and d.exact and d.offset == text.index(BLOCK)
+
+
+def test_the_same_block_printed_on_two_prompts_is_counted_once_per_occurrence() -> None:
+    req = chat_request(FRAME + BLOCK)
+    req["body"]["messages"].append({"role": "system", "content": FRAME + BLOCK})
+    ds = deliveries(req, _pointer() + _pointer())
+    assert [d.message_index for d in ds] == [1, 4]
+    assert observe_request(req, _pointer() + _pointer())["memory_tokens"] == 2 * count_tokens(BLOCK)
