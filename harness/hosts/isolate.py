@@ -98,15 +98,19 @@ def end_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
 class _Reader(threading.Thread):
     """Collects a pipe's text; calls ``on_line`` for each line."""
 
-    def __init__(self, pipe: IO[str], on_line: Any = None) -> None:
+    def __init__(self, pipe: IO[str], on_line: Any = None, on_eof: Any = None) -> None:
         super().__init__(daemon=True)
-        self.pipe, self.on_line, self.parts = pipe, on_line, []  # type: ignore[var-annotated]
+        self.pipe, self.on_line, self.on_eof, self.parts = pipe, on_line, on_eof, []  # type: ignore[var-annotated]
 
     def run(self) -> None:
-        for line in self.pipe:
-            self.parts.append(line)
-            if self.on_line is not None:
-                self.on_line(line)
+        try:
+            for line in self.pipe:
+                self.parts.append(line)
+                if self.on_line is not None:
+                    self.on_line(line)
+        finally:
+            if self.on_eof is not None:
+                self.on_eof()
 
     @property
     def text(self) -> str:
@@ -156,6 +160,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         if spec.get("feed") == "stream-json":
             results = threading.Semaphore(0)
+            eof = threading.Event()
+
+            def on_eof() -> None:  # the host closed its stdout (exited): stop waiting for results
+                eof.set()
+                for _ in range(len(prompts) + 1):
+                    results.release()
 
             def on_line(line: str) -> None:
                 try:
@@ -167,13 +177,14 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
             t_start = time.time()
             proc = _start(spec["argv"], env, cwd, stdin=True)
-            out, err = _Reader(proc.stdout, on_line), _Reader(proc.stderr)  # type: ignore[arg-type]
+            out, err = _Reader(proc.stdout, on_line, on_eof), _Reader(proc.stderr)  # type: ignore[arg-type]
             out.start()
             err.start()
             assert proc.stdin is not None
             try:
                 for i, prompt in enumerate(prompts):
-                    if i > 0 and not results.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    if i > 0 and (not results.acquire(timeout=max(0.0, deadline - time.monotonic()))
+                                  or eof.is_set()):
                         break
                     prompt_times.append(t_start if i == 0 else time.time())
                     line = {"type": "user", "message": {"role": "user", "content": prompt}}

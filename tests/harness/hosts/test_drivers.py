@@ -32,6 +32,8 @@ def ask(prompt):
                        "messages": [{"role": "user", "content": prompt}]}).encode()
     req = urllib.request.Request(base + "/v1/messages", data=body, headers={"content-type": "application/json"})
     return json.loads(urllib.request.urlopen(req, timeout=5).read())["content"][0]["text"]
+if os.environ.get("FAKE_CRASH"):
+    sys.exit(3)
 out = {"answers": [], "prompts": []}
 unix = os.environ.get("FAKE_UNIX")
 if unix:
@@ -166,6 +168,14 @@ def test_timeout_ends_the_host_process_group_by_pid(tmp_path: Path) -> None:
         for _ in range(50):
             os.kill(pid, 0)
             time.sleep(0.1)
+
+
+def test_stream_json_host_that_exits_early_is_not_waited_for(tmp_path: Path) -> None:
+    plan = fake_plan(tmp_path, feed="stream-json", prompts=["one", "two"], env={"FAKE_CRASH": "1"})
+    t = time.monotonic()
+    res = run_runner(plan, tmp_path / "run", "base-url", timeout_s=60)
+    assert time.monotonic() - t < 15 and not res["timed_out"]
+    assert res["exit_code"] == 3 and len(res["prompt_times"]) == 1 and res["requests"] == []
 
 
 def test_hookset_settings_integer_timeouts() -> None:
