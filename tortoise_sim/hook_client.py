@@ -337,8 +337,12 @@ class _LazyReadStore:
             from tortoise_sim.light_encoder import light_encoder
             from tortoise_sim.store import TortoiseStore
 
-            self._store = TortoiseStore(self._path, encoder=_LazyLightEncoder(light_encoder), seed=None,
-                                        read_only=True)
+            try:
+                self._store = TortoiseStore(self._path, encoder=_LazyLightEncoder(light_encoder), seed=None,
+                                            read_only=True)
+            except Exception as exc:
+                _record(f"opening {self._path} read-only", exc)  # the pipeline swallows it: noted here
+                raise
             # one statement for the search cache's read (the same table as id ranges): ranges save resident memory
             # in a long-lived service, and a hook process exits right after answering, where ranges only cost time
             self._store.scan_chunk = None
@@ -364,8 +368,14 @@ def inprocess_volunteer(stdin: bytes, harness: str, db: str) -> str:
     from tortoise_sim.volunteer import run_volunteer_pipeline
 
     store = _LazyReadStore(db)
-    out, _ = hook_volunteer_turn(stdin, harness, volunteer=lambda window: run_volunteer_pipeline(store, window),
-                                 on_error=_record)
+
+    def pipeline(window: list[dict[str, str]]) -> dict[str, Any]:
+        res = run_volunteer_pipeline(store, window)
+        if res.get("degraded_reason") and not _FAILURES:
+            _FAILURES.append(f"the volunteer pipeline degraded ({res['degraded_reason']})")
+        return res
+
+    out, _ = hook_volunteer_turn(stdin, harness, volunteer=pipeline, on_error=_record)
     return out
 
 
@@ -445,13 +455,13 @@ def inprocess_session_start(db: str, root: str | None = None, pending: Sequence[
                         return _mark_digest(out)
             finally:
                 os.close(fd)
-    from tortoise_sim.hooks import hook_session_start
-
     if os.path.exists(db):
+        from tortoise_sim.hooks import hook_session_start
+
         store = _LazyReadStore(db)
         out, _ = hook_session_start(lambda: store._open(), on_error=_record)
-    else:
-        from tortoise_sim.digest import NO_MEMORY_LINE
+    else:  # the copy in transcripts (equal to tortoise_sim.digest's, tested): digest imports the store and Kuzu
+        from tortoise_sim.transcripts import NO_MEMORY_LINE
 
         out = NO_MEMORY_LINE + "\n"
     return _mark_digest(out)

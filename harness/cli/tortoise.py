@@ -259,18 +259,24 @@ def spool_flush_cmd(
     db: DbOpt = None,
     spool_dir: Annotated[Path | None, typer.Option(help="Spool root (default: <db dir>/spool).")] = None,
     on_corrupt: OnCorruptOpt = "delete",
+    capture_key: Annotated[bool, typer.Option(
+        "--capture-key/--no-capture-key",
+        help="Post each entry with its capture key, so a session already filed (a filing killed before it was "
+             "marked filed) is not stored twice (the hook path's default); --no-capture-key posts as upstream's "
+             "spool does.")] = True,
 ) -> None:
-    """File every due spool entry into the local store; print the flush counts."""
+    """File every due spool entry into the local store; print the flush counts and the discard ledger (rows by
+    reason and the latest rows: sessions a session end could not spool, entries discarded or failed)."""
     import time
 
-    from tortoise_sim.spool import Spool, local_capture_post
+    from tortoise_sim.spool import Spool, ledger_summary, local_capture_post
 
     check_choice("--on-corrupt", on_corrupt, ("delete", "quarantine"))  # a usage error, before the store opens
     root = _spool_dir(db, spool_dir)
     sim = open_sim(db)
-    counts = Spool(root, permanent=sim.cfg.spool_permanent, corrupt=on_corrupt).flush_spool(local_capture_post(sim.capture_session),
-                                                                      int(time.time() * 1000))
-    _print_json(counts)
+    sp = Spool(root, permanent=sim.cfg.spool_permanent, corrupt=on_corrupt, send_capture_key=capture_key)
+    counts = sp.flush_spool(local_capture_post(sim.capture_session), int(time.time() * 1000))
+    _print_json({**counts, "ledger": ledger_summary(root)})
     sys.stderr.write(f"spool: {root}\n")
 
 

@@ -30,7 +30,8 @@ def serve(
     stop: Annotated[bool, typer.Option("--stop", help="Stop the service of this store and wait for it.")] = False,
     status: Annotated[bool, typer.Option("--status", help="Print the service status as JSON (exit 1 when none "
                                                           "answers; says so when a stale socket is left, or when "
-                                                          "a process accepts connections but does not answer).")]
+                                                          "a process accepts connections but does not answer), "
+                                                          "with the spool's due entries and discard ledger.")]
     = False,
     preset: Annotated[str, typer.Option(help="Version profile: analysed, snapshot or later.")] = "analysed",
     embedder: Annotated[str, typer.Option(help="minilm (numpy MiniLM, the default) or hashing (tests).")] = "minilm",
@@ -51,8 +52,13 @@ def serve(
     path = db_path(db)
     sock = socket_path_for(path, socket)
     if status:
+        from tortoise_sim.hook_client import pending_sessions, spool_root
+        from tortoise_sim.spool import ledger_summary
+
         p = probe(sock)
-        sys.stdout.write(json.dumps({"socket": sock, **p}, indent=2) + "\n")
+        root = spool_root(str(path), None)  # the session hooks' default spool (<db dir>/spool)
+        spool = {"root": root, "due": len(pending_sessions(root)), **ledger_summary(root)}
+        sys.stdout.write(json.dumps({"socket": sock, **p, "spool": spool}, indent=2) + "\n")
         if p.get("note"):
             sys.stderr.write(p["note"] + "\n")
         raise typer.Exit(0 if p["state"] == "running" else 1)

@@ -147,7 +147,11 @@ class ServiceSim:
             raise fail(f"{self.path}: the Tortoise service on {self.sock} stopped answering; run the command again")
         return res
 
-    def capture_session(self, conversation: Any, session_id: str | None = None) -> Any:
+    def capture_session(self, conversation: Any, session_id: str | None = None,
+                        capture_key: str | None = None) -> Any:
+        if capture_key is not None:  # the spool's key (spool-flush): the service's capture is idempotent on it
+            return self._call("capture", conversation=conversation, session_id=session_id,
+                              no_extractor=self.extractor is None, capture_key=capture_key)
         return self._call("capture", conversation=conversation, session_id=session_id,
                           no_extractor=self.extractor is None)
 
