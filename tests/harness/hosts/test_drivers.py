@@ -160,7 +160,7 @@ def test_timeout_ends_the_host_process_group_by_pid(tmp_path: Path) -> None:
     plan = fake_plan(tmp_path, feed="per-prompt", prompts=["hang"],
                      env={"FAKE_HANG": "1", "FAKE_CHILD": str(child)})
     t = time.monotonic()
-    res = run_runner(plan, tmp_path / "run", "base-url", timeout_s=3)
+    res = run_runner(plan, tmp_path / "run", "base-url", timeout_s=2)
     assert time.monotonic() - t < 20
     assert res["timed_out"] and res["exit_code"] == -9  # SIGTERM was ignored, so SIGKILL ended it
     pid = int(child.read_text())
@@ -220,6 +220,24 @@ def real_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+def written_by(run_root: Path, since: float, needles: list[str]) -> list[str]:
+    """Files under the user's actual ~/.claude and ~/.codex changed since ``since`` that mention this run (other
+    people's sessions on the machine may change these folders; only a trace of this run counts)."""
+    import pwd
+
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    hits = []
+    for root in (home / ".claude", home / ".codex"):
+        for p in root.rglob("*") if root.is_dir() else []:
+            try:
+                if p.is_file() and p.stat().st_mtime >= since and any(n in p.read_text(errors="replace")
+                                                                       for n in needles):
+                    hits.append(str(p))
+            except OSError:
+                continue
+    return hits
+
+
 def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
     return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
             for p in sorted(root.rglob("*"))}
@@ -233,7 +251,7 @@ def texts(content: object) -> list[str]:
 
 def test_claude_code_session_tool_call_and_hook_marker(tmp_path: Path, real_home: Path) -> None:
     require_host("claude-code")
-    before = snapshot(real_home)
+    before, t0 = snapshot(real_home), time.time() - 1
     seen = tmp_path / "session-start.json"
     spec = SessionSpec(prompts=["please greet", "and again"],
                        replies=[[Reply(tool="Bash", input={"command": "echo hi"}), Reply(text="greeted")],
@@ -258,11 +276,12 @@ def test_claude_code_session_tool_call_and_hook_marker(tmp_path: Path, real_home
     assert len(run.prompt_times) == 2 and run.prompt_times[1] >= conv[1]["t"]
     assert run.isolation == ("netns" if NETNS else "base-url")
     assert snapshot(real_home) == before and not (tmp_path / "user-hook-ran").exists()
+    assert written_by(tmp_path, t0, [str(tmp_path), str(run.session_id)]) == []
 
 
 def test_codex_session_tool_call_and_hook_marker(tmp_path: Path, real_home: Path) -> None:
     require_host("codex")
-    before = snapshot(real_home)
+    before, t0 = snapshot(real_home), time.time() - 1
     seen = tmp_path / "session-start.json"
     spec = SessionSpec(prompts=["please greet", "and again"],
                        replies=[[Reply(tool="exec_command", input={"cmd": "echo hi"}), Reply(text="greeted")],
@@ -288,3 +307,4 @@ def test_codex_session_tool_call_and_hook_marker(tmp_path: Path, real_home: Path
     assert run.transcript_path is not None and run.transcript_path.is_file()
     assert run.transcript_path.is_relative_to(tmp_path / "home" / "sessions")
     assert snapshot(real_home) == before and not (tmp_path / "user-hook-ran").exists()
+    assert written_by(tmp_path, t0, [str(tmp_path), str(run.session_id)]) == []
