@@ -19,9 +19,11 @@ APIs answered (see ``spec/hosts.md`` for what each host calls):
 
 Script rule: each *conversation* request consumes the next :class:`Reply` in order; an exhausted script answers
 ``default_text``. Requests that do not consume: ``count_tokens``, 404s, and side calls: an Anthropic Messages request
-that carries no ``tools`` (Claude Code's side queries, such as a title or topic request, are sent without tools;
-its conversation requests always carry them) and an OpenAI request likewise without ``tools`` when
-``side_calls_without_tools`` is set (off for OpenAI by default: a plain Chat Completions client sends no tools).
+that carries no ``tools`` (the APIs listed in ``side_calls_without_tools``; OpenAI is not listed by default, since a
+plain Chat Completions client sends no tools). Observed with Claude Code 2.1.328 under the drivers' environment
+(``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``): every request was a conversation request carrying its tools, and
+no count_tokens or other side call came; Codex 0.169.0 sent only ``POST /v1/responses``. The rule guards the script
+against a tool-less side query (title, topic) a host may make in another configuration.
 
 Recording: nothing is validated (Claude Code sends ``role: "system"`` entries inside ``messages``). Each request is
 one JSON object (in :attr:`ModelServer.requests` and one line of ``record``): ``seq``, ``t`` (``time.time()`` at
