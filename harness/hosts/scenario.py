@@ -601,19 +601,34 @@ def _read_line(stream: Any, timeout: float) -> str:
     return box[0].strip() if box else ""
 
 
-def _gate_target(prompt_index: int, n_prompts: int, lines: dict[str, str], where: str) -> tuple[str, int]:
+PER_PROMPT_SESSION_END = frozenset({"codex"})
+"""Hosts that run SessionStart and SessionEnd once per prompt (Codex: every ``codex exec`` / ``exec resume`` is a
+process of its own, seen firing both hooks each time), so the session's last SessionEnd is its ``n - 1``-th."""
+
+
+def _gate_target(host: str, prompt_index: int, n_prompts: int, lines: dict[str, str], where: str
+                 ) -> tuple[str, int]:
     """The hook run a prompt's ``after`` operations wait on: the next prompt's UserPromptSubmit, or for the last
-    prompt the session's (first) SessionEnd."""
+    prompt the session's last SessionEnd."""
+    last_end = prompt_index if host in PER_PROMPT_SESSION_END else 0
     attr, event, n = (("user_prompt_submit", "UserPromptSubmit", prompt_index + 1) if prompt_index + 1 < n_prompts
-                      else ("session_end", "SessionEnd", 0))
+                      else ("session_end", "SessionEnd", last_end))
     if attr not in lines:
         raise ScenarioError(f"{where}.after: operations after a prompt need a {attr} hook to wait on")
     return event, n
 
 
+def _pending(db: Path, sid: str) -> bool:
+    """The spool still has an unfiled entry for ``sid`` (whatever its retry time)."""
+    from tortoise_sim.spool import Spool
+
+    return sid in Spool(db.parent / "spool").due_sessions(1 << 62)
+
+
 def _settled_turns(db: Path, sid: str, settle_s: float) -> tuple[list[dict[str, str]] | None, str | None]:
-    """The store's turns for ``sid``, waiting up to ``settle_s`` for a filing still in flight (None and the
-    reason when the store cannot be opened read-only all that time)."""
+    """The store's turns for ``sid`` once no filing of it is pending in the spool, waiting up to ``settle_s`` for
+    a filing still in flight (a detached one, or one waiting on the store lock); None and the reason when the store
+    cannot be opened read-only all that time."""
     import time
 
     from harness.hosts.wire import store_turns
@@ -625,7 +640,7 @@ def _settled_turns(db: Path, sid: str, settle_s: float) -> tuple[list[dict[str, 
             why = None
         except Exception as exc:  # noqa: BLE001 - a store held by a writer: retry until the deadline
             turns, why = None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        if turns or time.time() >= deadline:
+        if (turns is not None and not _pending(db, sid)) or time.time() >= deadline:
             return turns, why
         time.sleep(0.25)
 
@@ -733,7 +748,7 @@ def run_scenario(scenario: Scenario, host: str, run_dir: Path, *, memsim_exe: st
             gated = []
             for k, p in enumerate(s.prompts):
                 if p.after:
-                    event, n = _gate_target(k, len(s.prompts), lines, f"sessions[{i}].prompts[{k}]")
+                    event, n = _gate_target(host, k, len(s.prompts), lines, f"sessions[{i}].prompts[{k}]")
                     (gates / f"{event}-{n}.hold").touch()
                     gated.append((event, n, k, p.after))
             hookset = HookSet(**{a: tee_command(line, EVENTS[a], hooks_dir, gates) for a, line in lines.items()},
