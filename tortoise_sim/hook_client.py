@@ -652,6 +652,8 @@ def run_hook(command: str, argv: Sequence[str], stdin: bytes | None = None) -> s
                    TIMEOUT_ENV)
         if res is None:
             return inprocess_volunteer(data, harness, db)
+        if res.get("error"):
+            _FAILURES.append(str(res["error"]))
         return str(res.get("stdout") or "")
     if command == "hook-session-start":
         root = spool_root(db, opts.get("spool_dir"))

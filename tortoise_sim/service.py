@@ -661,8 +661,18 @@ class TortoiseService:
             finally:
                 self._note_hook(t0, span, getattr(self._tls, "encode_s", 0.0))
 
-        out, _ = hook_volunteer_turn(stdin, harness, volunteer=pipeline)
-        return {"stdout": out}
+        errors: list[str] = []
+
+        def piped(window: list[dict[str, str]]) -> dict[str, Any]:
+            res = pipeline(window)
+            if res.get("degraded_reason"):
+                errors.append(f"the volunteer pipeline degraded ({res['degraded_reason']})")
+            return res
+
+        out, _ = hook_volunteer_turn(stdin, harness, volunteer=piped,
+                                     on_error=lambda what, exc: errors.append(
+                                         f"{what} failed: {type(exc).__name__}: {exc}"))
+        return {"stdout": out, **({"error": errors[0]} if errors else {})}
 
     def _note_hook(self, t0: float, span: dict[str, Any], encode_s: float) -> None:
         """One retrieval hook's server-side times (ms): total, waiting for the store, query encode, the rest of

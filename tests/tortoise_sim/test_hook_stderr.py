@@ -138,3 +138,26 @@ def test_the_service_reports_a_swallowed_session_start_failure(work):
     finally:
         svc.request_shutdown()
         th.join(30)
+
+
+def test_the_service_reports_a_swallowed_volunteer_failure(work, monkeypatch):
+    from tortoise_sim import volunteer
+    from tortoise_sim.service import TortoiseService
+
+    db, sock = work / "db" / "t.kuzu", str(work / "s.sock")
+    db.parent.mkdir()
+    svc = TortoiseService(db, sock, embedder="hashing")
+    svc.start()
+    th = threading.Thread(target=svc.serve_forever, daemon=True)
+    th.start()
+    try:
+        def broken(store, window, **kw):
+            raise RuntimeError("search index gone")
+
+        monkeypatch.setattr(volunteer, "run_volunteer_pipeline", broken)
+        prompt = json.dumps({"prompt": "What did we decide about the cache?"})
+        line = _one_line(hook(["hook-volunteer", "--harness", "claude", "--db", str(db), "--socket", sock], prompt))
+        assert "volunteer pipeline failed: RuntimeError: search index gone" in line
+    finally:
+        svc.request_shutdown()
+        th.join(30)
