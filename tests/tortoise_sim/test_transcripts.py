@@ -187,3 +187,31 @@ def test_the_reader_and_the_session_end_client_path_import_nothing_heavy(tmp_pat
     from tortoise_sim.spool import Spool
 
     assert Spool(tmp_path / "db" / "spool").read_turns("light-1") == read_transcript(path, "claude")
+
+
+def test_readers_never_raise_on_odd_lines(tmp_path):
+    """Lines of every odd shape (wrong types where objects, strings or lists are expected, torn JSON, a JSON value
+    that is not an object) are skipped or read by the new readers, never raised on; only an unreadable file raises
+    TranscriptError. The legacy reader keeps the previous reader's failure on a non-string text part."""
+    import random
+
+    rng = random.Random(7)
+    values = [None, 1, 2.5, True, "x", [], {}, [1, "a"], {"type": "text"}, {"text": 3}, [{"type": "text", "text": 4}],
+              [{"type": "tool_use", "input": {"a": [1]}}], [{"type": "tool_result", "content": [{"text": None}]}]]
+    lines = []
+    for _ in range(400):
+        row = {"type": rng.choice(["user", "assistant", "response_item", "attachment", 3, None]),
+               "isSidechain": rng.choice([False, True, None, "no"]),
+               "message": rng.choice([{"role": rng.choice(["user", "assistant", 5]), "content": rng.choice(values)},
+                                      rng.choice(values)]),
+               "payload": rng.choice([{"type": "message", "role": rng.choice(["user", "assistant", "developer"]),
+                                       "content": rng.choice(values)}, rng.choice(values)])}
+        lines.append(json.dumps(row))
+    lines += ["{torn", "[1, 2]", "\"a string\"", "", "null"]
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for reader in ("claude", "claude-tools", "codex"):
+        turns = read_transcript(path, "claude", reader)
+        assert all(set(t) == {"role", "content"} and isinstance(t["content"], str) for t in turns)
+    with pytest.raises(TypeError):  # the previous reader, kept as it was, fails on a non-string text part
+        read_transcript(path, "claude", "legacy")
