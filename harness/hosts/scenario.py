@@ -31,7 +31,7 @@ sessions:
               claude-code: {tool: Read, input: {file_path: notes.md}}
               codex: {shell: "cat notes.md"}
           - text: "It uses Postgres."
-        after: [{service: kill}]       # operations once this prompt's replies were served
+        after: [{service: kill}]       # operations before the next prompt's hook runs (see run_scenario)
     after: []                          # operations after the session
     expect:                            # what the session should show (entries: "ref:NAME" or a text)
       volunteered: ["ref:db"]

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from harness.hosts.scenario import EXAMPLES_DIR, expand, hook_lines, load_scenario, scenario_files
 from harness.hosts.wire import deliveries, memory_items
 
@@ -152,3 +154,48 @@ def test_example_scenario_on_a_real_host(tmp_path: Path) -> None:
     assert s["exit_code"] == 0 and s["checks"] == {"memory reaches model": True}
     prefixes = {d["prefix"] for o in s["requests"] if o["conversation"] for d in o["deliveries"]}
     assert prefixes == {"SessionStart:startup hook success: ", "UserPromptSubmit hook additional context: "}
+
+
+@pytest.mark.slow
+def test_runner_memory_operations_through_the_cli(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """memsim's own hooks and CLI under the stand-in host: a point created live and high is volunteered, the
+    service started and then killed between two prompts (the second prompt's hook falls back in process), and
+    after a retraction the point leaves the pointer block but stays in the digest."""
+    import os
+
+    import harness.hosts.drivers as drivers
+    from harness.hosts.scenario import run_scenario
+
+    monkeypatch.setattr(drivers, "run_session", _fake_run_session)
+    f = tmp_path / "s.yaml"
+    f.write_text(textwrap.dedent("""\
+        name: stand-in-ops
+        description: operations through the memsim CLI
+        records: [MEM-RTE-point-retraction]
+        hooks: {preset: none, session_start: "{memsim} tortoise hook-session-start --db {db}",
+                user_prompt_submit: "{memsim} tortoise hook-volunteer --harness {harness} --db {db}"}
+        sessions:
+          - before:
+              - create_point: {ref: ledger, kind: decision, text: "The ledger service stores its records in Postgres",
+                               credibility: high, live: true}
+              - service: start
+            prompts:
+              - text: "What database does the ledger service use?"
+                after: [{service: kill}]
+              - text: "Which database does the ledger service use for its records?"
+            expect: {volunteered: ["ref:ledger"]}
+          - before: [{retract: {ref: ledger}}]
+            prompts: [{text: "What database does the ledger service use?"}]
+            expect: {not_volunteered: ["ref:ledger"], in_digest: ["ref:ledger"]}
+        """), encoding="utf-8")
+    memsim = str(Path(sys.executable).parent / "memsim")
+    res = run_scenario(load_scenario(f), "claude-code", tmp_path / "run", memsim_exe=memsim)
+    first, second = res["sessions"]
+    assert [o["ok"] for o in first["ops"]] == [True, True, True] and second["ops"][0]["ok"]
+    pid = first["ops"][1]["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    pointers = [i for i in first["items"] if i["kind"] == "pointer_block"]
+    assert len(pointers) == 2 and pointers[0]["point_ids"] == [first["refs"]["ledger"]]
+    assert all(first["checks"].values()) and first["checks"]
+    assert all(second["checks"].values()) and len(second["checks"]) == 2
