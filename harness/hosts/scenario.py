@@ -689,6 +689,23 @@ def _expectations(exp: Expect | None, mem: _Memory, obs: list[dict[str, Any]], d
     return checks
 
 
+def _latency(run: Any, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`harness.hosts.wire.prompt_latencies`, with ``gate_wait_s``: the part of a prompt's latency its
+    UserPromptSubmit hook spent waiting on the runner's gate (the previous prompt's ``after`` operations), and
+    ``latency_s_without_gate``."""
+    from harness.hosts.wire import prompt_latencies
+
+    ups = [r for r in records if r["event"] == "UserPromptSubmit"]
+    out = prompt_latencies(run)
+    for entry in out:
+        k = entry["prompt"]
+        gate = ups[k]["gate"] if k < len(ups) and ups[k]["gate"] else None
+        entry["gate_wait_s"] = gate[1] - gate[0] if gate else 0.0
+        lat = entry["latency_s"]
+        entry["latency_s_without_gate"] = None if lat is None else lat - entry["gate_wait_s"]
+    return out
+
+
 def run_scenario(scenario: Scenario, host: str, run_dir: Path, *, memsim_exe: str | Path,
                  scenario_dir: Path | None = None, isolation: str = "auto", settle_s: float = 10.0) -> dict[str, Any]:
     """Run ``scenario`` on ``host`` under ``run_dir/<host>/`` and return the results (also written per session to
@@ -720,7 +737,6 @@ def run_scenario(scenario: Scenario, host: str, run_dir: Path, *, memsim_exe: st
         hook_records,
         items_from_records,
         observe_request,
-        prompt_latencies,
     )
 
     if host not in scenario.run_hosts:
@@ -807,7 +823,7 @@ def run_scenario(scenario: Scenario, host: str, run_dir: Path, *, memsim_exe: st
                    "ops": ops_log, "hooks": [{k: v for k, v in r.items() if k not in ("stdin",)} for r in records],
                    "items": [{"kind": it.kind, "event": it.event, "point_ids": it.point_ids,
                               "bytes": len(it.text.encode("utf-8"))} for it in items],
-                   "requests": obs, "latency": prompt_latencies(run), "store_vs_transcript": compare,
+                   "requests": obs, "latency": _latency(run, records), "store_vs_transcript": compare,
                    "store_unread": why, "lost": lost, "refs": dict(mem.refs),
                    "checks": _expectations(s.expect, mem, obs, deliv, compare, lost)}
             (sdir / "result.json").write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
@@ -819,3 +835,11 @@ def run_scenario(scenario: Scenario, host: str, run_dir: Path, *, memsim_exe: st
            "sessions": results}
     (root / "result.json").write_text(json.dumps(out, indent=1, default=str), encoding="utf-8")
     return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    problems = [line for f in (sys.argv[1:] or [str(x) for x in scenario_files()]) for line in validate(f)]
+    sys.stdout.write("".join(line + "\n" for line in problems))
+    sys.exit(1 if problems else 0)

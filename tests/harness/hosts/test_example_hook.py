@@ -136,6 +136,9 @@ def test_runner_with_a_stand_in_host(tmp_path: Path, monkeypatch) -> None:  # no
     second = [h for h in s["hooks"] if h["event"] == "UserPromptSubmit"][1]
     assert gated["ok"] and second["gate"] is not None and second["gate"][1] - second["gate"][0] >= 0.3
     assert second["start"] >= gated["t"] + gated["dt"]  # the operation ran before the next prompt's hook
+    lat = s["latency"]
+    assert lat[0]["gate_wait_s"] == 0 and lat[1]["gate_wait_s"] >= 0.3
+    assert lat[1]["latency_s_without_gate"] == lat[1]["latency_s"] - lat[1]["gate_wait_s"]
     last = s["requests"][-1]
     assert {d["prefix"] for d in last["deliveries"]} == {"Session start said: ", "Prompt hook said: "}
     assert len(last["deliveries"]) == 3 and all(d["exact"] for d in last["deliveries"])
