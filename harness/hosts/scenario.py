@@ -66,7 +66,7 @@ from tortoise_sim.admission import POINT_KINDS, TIER_PRIORS
 __all__ = [
     "Scenario", "Session", "Prompt", "ReplySpec", "Op", "Hooks", "Expect", "ScenarioError", "load_scenario",
     "validate", "scenario_files", "SCENARIO_DIR", "EXAMPLES_DIR", "PLACEHOLDERS", "HARNESS", "SHELL_TOOLS",
-    "KNOWN_HOSTS", "RUN_HOSTS", "TORTOISE_HOOKS", "expand", "hook_lines", "tee_command",
+    "KNOWN_HOSTS", "RUN_HOSTS", "TORTOISE_HOOKS", "expand", "hook_lines", "tee_command", "run_scenario", "pid_alive",
 ]
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -490,18 +490,7 @@ class _Memory:
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
     def alive(self) -> bool:
-        import os
-
-        if self.service_pid is None:
-            return False
-        try:
-            os.kill(self.service_pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        stat = Path(f"/proc/{self.service_pid}/stat")
-        return not (stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"))
+        return self.service_pid is not None and pid_alive(self.service_pid)
 
     def _signal(self, sig: int) -> None:
         import os
@@ -589,6 +578,22 @@ class _Memory:
             while self.alive() and time.time() < deadline:
                 time.sleep(0.05)
             self._signal(signal.SIGKILL)
+
+
+def pid_alive(pid: int) -> bool:
+    """``pid`` names a running process (a zombie, exited but not yet reaped by its new parent, is not)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return not Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[-1].startswith("Z")
+    except OSError:
+        return False
 
 
 def _read_line(stream: Any, timeout: float) -> str:
