@@ -470,6 +470,10 @@ _LOCK_SNIPPET = ("import sys, time\nimport kuzu\n"
                  "print('locked', flush=True)\ntime.sleep(float(sys.argv[2]))\n")
 
 
+LOCK_WAIT_S = 20.0
+"""How long a scenario's memory operation re-runs a write that found the store locked."""
+
+
 class _Memory:
     """Executes a scenario's memory operations through the ``memsim tortoise`` CLI (subprocesses, each bounded),
     and ends what it started by pid: the service it started, the store-lock writers."""
@@ -481,13 +485,25 @@ class _Memory:
         self.service_pid: int | None = None
         self.hung = False
         self.locks: list[Any] = []
+        self.lock_retries = 0
 
-    def _cli(self, *args: str, timeout: float = 120.0) -> Any:
+    def _cli(self, *args: str, timeout: float = 120.0, lock_wait_s: float = LOCK_WAIT_S) -> Any:
+        """One ``memsim tortoise ARGS --db STORE`` run. A write that finds the store locked (a detached filer of the
+        previous session still at work, as a user running the command right after a session would) is run again
+        every 0.25 s for up to ``lock_wait_s`` seconds, as a user would re-run it; the attempts are counted."""
         import os
         import subprocess
+        import time
 
-        return subprocess.run([self.exe, "tortoise", *args, "--db", str(self.db)], env={**os.environ, **self.env},
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+        deadline = time.time() + lock_wait_s
+        self.lock_retries = 0
+        while True:
+            res = subprocess.run([self.exe, "tortoise", *args, "--db", str(self.db)], env={**os.environ, **self.env},
+                                 stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+            if res.returncode == 0 or "Could not set lock" not in res.stderr or time.time() >= deadline:
+                return res
+            self.lock_retries += 1
+            time.sleep(0.25)
 
     def alive(self) -> bool:
         return self.service_pid is not None and pid_alive(self.service_pid)
@@ -551,6 +567,9 @@ class _Memory:
             out.update(ok=line == "locked", pid=p.pid, seconds=op.lock_store.seconds)
         elif op.wait is not None:
             time.sleep(op.wait.seconds)
+        if self.lock_retries:
+            out["lock_retries"] = self.lock_retries
+            self.lock_retries = 0
         out["dt"] = time.time() - t0
         return out
 
@@ -722,8 +741,9 @@ def run_scenario(scenario: Scenario, host: str, run_dir: Path, *, memsim_exe: st
     UserPromptSubmit hook, or for the last prompt the SessionEnd hook, waits on its gate; that wait is recorded and
     is part of that prompt's latency), the ``after`` operations, then the observations: the hook runs, the memory
     items they printed, per request the wire observation (:func:`harness.hosts.wire.observe_request`), per prompt
-    the latency to its first conversation request, the store's turns against the host's transcript (waiting up to
-    ``settle_s`` for a filing in flight; not read while a service holds the store), whether the session is lost
+    the latency to its first conversation request, the store's turns against the host's transcript (read once
+    every session has run and the service is stopped, so reading never delays the next session's start; waiting
+    up to ``settle_s`` for a filing in flight), whether the session is lost
     (in neither store nor spool) and the session's ``expect`` checks. The store is ``<host>/store/tortoise.kuzu``,
     shared by the sessions, as are the host's HOME and workspace; the service socket is a private short path
     (``MEMSIM_TORTOISE_SOCKET``) given to the hooks and the CLI alike."""
@@ -757,6 +777,7 @@ def run_scenario(scenario: Scenario, host: str, run_dir: Path, *, memsim_exe: st
     lines = {attr: expand(line, values) for attr, line in hook_lines(scenario.hooks).items()}
     mem = _Memory(str(memsim_exe), db, env)
     results: list[dict[str, Any]] = []
+    later: list[tuple[Any, ...]] = []
     prev_end: float | None = None
     try:
         for i, s in enumerate(scenario.sessions):
@@ -806,12 +827,25 @@ def run_scenario(scenario: Scenario, host: str, run_dir: Path, *, memsim_exe: st
             items = items_from_records(records)
             obs = [observe_request(r, items) for r in run.requests]
             deliv = [(d, o) for r, o in zip(run.requests, obs, strict=True) for d in deliveries(r, items)]
+            res = {"session": i, "name": s.name, "host": host, "version": run.version, "isolation": run.isolation,
+                   "session_id": run.session_id, "exit_code": run.exit_code, "timed_out": run.timed_out,
+                   "t_start": run.t_start, "t_end": run.t_end,
+                   "gap_s": None if not results else run.t_start - results[-1]["t_end"],
+                   "ops": ops_log, "hooks": [{k: v for k, v in r.items() if k not in ("stdin",)} for r in records],
+                   "items": [{"kind": it.kind, "event": it.event, "point_ids": it.point_ids,
+                              "bytes": len(it.text.encode("utf-8"))} for it in items],
+                   "requests": obs, "latency": _latency(run, records), "refs": dict(mem.refs)}
+            results.append(res)
+            later.append((res, run, s, obs, deliv, sdir))
+        # The store is read once every session has run: reading it between sessions would wait for the previous
+        # session's filing and so stretch the next session's start gap (gap_s), hiding whether a session starting
+        # right after the previous one's end sees it. The service (when one runs) is stopped first: it holds the
+        # store. A session's turns do not change once a later session runs, unless the host reuses its id.
+        mem.close()
+        for res, run, s, obs, deliv, sdir in later:
             compare, stored, why, lost = None, None, None, None
             if run.session_id and "session_end" in lines:
-                if mem.alive():
-                    why = "the service holds the store"
-                else:
-                    stored, why = _settled_turns(db, run.session_id, settle_s)
+                stored, why = _settled_turns(db, run.session_id, settle_s)
                 conv = None
                 if run.transcript_path is not None:
                     from tortoise_sim.transcripts import read_transcript
@@ -821,18 +855,9 @@ def run_scenario(scenario: Scenario, host: str, run_dir: Path, *, memsim_exe: st
                     compare = compare_turns(stored, conv)
                 if stored is not None:
                     lost = not stored and not _in_spool(db, run.session_id)
-            res = {"session": i, "name": s.name, "host": host, "version": run.version, "isolation": run.isolation,
-                   "session_id": run.session_id, "exit_code": run.exit_code, "timed_out": run.timed_out,
-                   "t_start": run.t_start, "t_end": run.t_end,
-                   "gap_s": None if not results else run.t_start - results[-1]["t_end"],
-                   "ops": ops_log, "hooks": [{k: v for k, v in r.items() if k not in ("stdin",)} for r in records],
-                   "items": [{"kind": it.kind, "event": it.event, "point_ids": it.point_ids,
-                              "bytes": len(it.text.encode("utf-8"))} for it in items],
-                   "requests": obs, "latency": _latency(run, records), "store_vs_transcript": compare,
-                   "store_unread": why, "lost": lost, "refs": dict(mem.refs),
-                   "checks": _expectations(s.expect, mem, obs, deliv, compare, lost)}
+            res.update({"store_vs_transcript": compare, "store_unread": why, "lost": lost,
+                        "checks": _expectations(s.expect, mem, obs, deliv, compare, lost)})
             (sdir / "result.json").write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
-            results.append(res)
     finally:
         mem.close()
         shutil.rmtree(sockdir, ignore_errors=True)
