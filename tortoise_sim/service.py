@@ -72,8 +72,10 @@ __all__ = ["TortoiseService", "OPS", "probe", "clear_stale", "start_detached", "
            "ServiceStartError", "rss_bytes", "limit_malloc_arenas", "MALLOC_ARENAS"]
 
 OPS = ("ping", "status", "shutdown", "hook_volunteer", "hook_session_start", "hook_session_end", "hook_session_file",
-       "volunteer", "context", "capture", "checkpoint", "diary_write", "diary_read")
-WRITE_OPS = frozenset({"hook_session_end", "hook_session_file", "capture", "checkpoint", "diary_write"})
+       "volunteer", "context", "capture", "checkpoint", "diary_write", "diary_read", "create_point", "update_point",
+       "retract")
+WRITE_OPS = frozenset({"hook_session_end", "hook_session_file", "capture", "checkpoint", "diary_write",
+                       "create_point", "update_point", "retract"})
 READ_DEADLINE_S = 10.0  # a client has this long to send its whole request line (one sendall on loopback)
 MAX_CONNECTIONS = 32  # connections served at once; one more gets a "busy" error frame and is closed
 READ_MODES = ("snapshot", "wait")
@@ -758,6 +760,24 @@ class TortoiseService:
                 sim.extractor = saved
 
         return self._store_op(run, True)
+
+    def op_create_point(self, kind: str, content: str, credibility: str | None = None) -> Any:
+        """``memsim tortoise create-point`` while the service holds the store (a user creating a point between two
+        sessions need not stop the service)."""
+        row = self._store_op(lambda sim: sim.create_point(kind, content, credibility=credibility), True)
+        return {k: v for k, v in row.items() if k != "embedding"}
+
+    def op_update_point(self, point_id: str, status: str) -> Any:
+        """The ``--live`` promotion of ``create-point`` (only ``status`` is served)."""
+        row = self._store_op(lambda sim: sim.update_point(point_id, status=status), True)
+        return {k: v for k, v in row.items() if k != "embedding"}
+
+    def op_retract(self, point_id: str, valid_to: str | None = None, dry_run: bool = False) -> Any:
+        """``memsim tortoise retract`` while the service holds the store; a guard failure comes back as the
+        ``LifecycleError`` with its code."""
+        row = self._store_op(lambda sim: sim.retract_point(point_id, valid_to=valid_to, dry_run=bool(dry_run)),
+                             not dry_run)
+        return {k: v for k, v in row.items() if k != "embedding"}
 
     def op_checkpoint(self, items: Any, agent: str = "checkpoint", threshold: float = 0.95) -> Any:
         return self._store_op(lambda sim: sim.checkpoint(items, agent_name=agent, threshold=threshold), True)

@@ -158,6 +158,15 @@ class ServiceSim:
     def checkpoint(self, items: Any, agent_name: str = "checkpoint", threshold: float = 0.95) -> Any:
         return self._call("checkpoint", items=items, agent=agent_name, threshold=threshold)
 
+    def create_point(self, kind: str, content: str, credibility: str | None = None) -> Any:
+        return self._call("create_point", kind=kind, content=content, credibility=credibility)
+
+    def update_point(self, point_id: str, status: str) -> Any:
+        return self._call("update_point", point_id=point_id, status=status)
+
+    def retract_point(self, point_id: str, valid_to: str | None = None, dry_run: bool = False) -> Any:
+        return self._call("retract", point_id=point_id, valid_to=valid_to, dry_run=dry_run)
+
     def diary_write(self, agent: str, entry: str, topic: str | None = None, wing: str | None = None) -> Any:
         return self._call("diary_write", agent=agent, entry=entry, topic=topic, wing=wing)
 
@@ -175,7 +184,8 @@ class ServiceSim:
 
     def __getattr__(self, name: str) -> Any:
         raise fail(f"{self.path}: held by the Tortoise service (pid {self.status.get('pid')}, socket {self.sock}), "
-                   f"which applies only capture, checkpoint, diary-write/read, volunteer, context and spool-flush; "
+                   f"which applies only capture, checkpoint, create-point, retract, diary-write/read, volunteer, context "
+                   f"and spool-flush; "
                    f"stop it first: memsim tortoise serve --stop --db {self.path}")
 
 
