@@ -46,7 +46,7 @@ __all__ = ["PROTOCOL_VERSION", "HOOK_COMMANDS", "HARNESSES", "DEFAULT_HARNESS", 
            "socket_path_for", "socket_dir", "pid_path_for", "call", "run_hook", "main", "HookUsageError",
            "HookServiceFailure", "HookFailure", "hook_timeout", "USAGE", "DEFAULT_TIMEOUT_S", "DEFAULT_END_TIMEOUT_S",
            "FILINGS", "spool_root", "pending_sessions", "spawn_filer", "session_end_turns", "hook_session_end",
-           "inprocess_session_start", "drain_budget"]
+           "inprocess_session_start", "drain_budget", "hook_outcome"]
 
 PROTOCOL_VERSION = 1
 HOOK_COMMANDS = ("hook-volunteer", "hook-session-start", "hook-session-end")
@@ -675,6 +675,29 @@ def run_hook(command: str, argv: Sequence[str], stdin: bytes | None = None) -> s
     return hook_session_end(resolve_transcript_path(data), opts, db, sock)
 
 
+def hook_outcome(args: Sequence[str], stdin: bytes | None = None) -> tuple[str, str | None]:
+    """``(stdout, stderr line or None)`` of one hook run, ``args`` = ``[COMMAND, options...]``, as :func:`main`
+    prints them (and the typer commands of ``harness.cli.tortoise``, which delegate here): never raises; a usage
+    error, a :class:`HookFailure`, a service failure or any exception is empty stdout and one line; a failure the
+    in-process path swallowed is the run's stdout and its line. Swallowed failures of an earlier run in this
+    process are forgotten first."""
+    _FAILURES.clear()
+    what = args[0] if args else "hook"
+    try:
+        if not args:
+            raise HookUsageError(f"usage: memsim-hook {{{'|'.join(HOOK_COMMANDS)}}} [options] (see --help)")
+        out = run_hook(args[0], args[1:], stdin)
+    except HookUsageError as exc:
+        return "", f"memsim hook: {exc} (ignored; printing nothing)"
+    except (HookServiceFailure, HookFailure) as exc:
+        return "", f"memsim hook: {exc}"
+    except BaseException as exc:  # noqa: BLE001 - a hook never fails the host: one stderr line, nothing on stdout
+        return "", f"memsim hook: {what} failed: {type(exc).__name__}: {exc}"
+    if _FAILURES:  # a failure the in-process path swallowed (stdout as the spec says: usually empty)
+        return out, f"memsim hook: {what}: {_FAILURES[0]}"
+    return out, None
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """``memsim-hook COMMAND [options]`` / ``memsim tortoise COMMAND [options]``: print the hook output, exit 0
     whatever happens (``os._exit`` after flushing stdout: no interpreter teardown)."""
@@ -682,26 +705,17 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     if args[:1] == ["tortoise"]:
         args = args[1:]
     out = ""
-    what = args[0] if args else "hook"
     try:
         _pin_threads()
-        if not args:
-            raise HookUsageError(f"usage: memsim-hook {{{'|'.join(HOOK_COMMANDS)}}} [options] (see --help)")
-        if args[0] in ("-h", "--help", "help") or (args[0] in HOOK_COMMANDS and ("--help" in args or "-h" in args)):
+        if args and (args[0] in ("-h", "--help", "help")
+                     or (args[0] in HOOK_COMMANDS and ("--help" in args or "-h" in args))):
             out = USAGE
         else:
-            out = run_hook(args[0], args[1:])
-    except HookUsageError as exc:
-        _note(f"memsim hook: {exc} (ignored; printing nothing)")
-    except (HookServiceFailure, HookFailure) as exc:
-        out = ""
-        _note(f"memsim hook: {exc}")
-    except BaseException as exc:  # noqa: BLE001 - a hook never fails the host: one stderr line, nothing on stdout
-        out = ""
-        _note(f"memsim hook: {what} failed: {type(exc).__name__}: {exc}")
-    else:
-        if _FAILURES:  # a failure the in-process path swallowed (stdout as the spec says: usually empty)
-            _note(f"memsim hook: {what}: {_FAILURES[0]}")
+            out, note = hook_outcome(args)
+            if note:
+                _note(note)
+    except BaseException as exc:  # noqa: BLE001 - a hook never fails the host
+        _note(f"memsim hook: failed: {type(exc).__name__}: {exc}")
     try:
         if out:
             sys.stdout.write(out)

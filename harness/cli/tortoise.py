@@ -19,7 +19,6 @@ import typer
 from harness.cli import tortoise_dream, tortoise_serve
 from harness.cli.boundary import (
     BoundaryTyper,
-    at_command_end,
     bad_option,
     check_choice,
     check_range,
@@ -37,8 +36,9 @@ from harness.cli.tortoise_store import (
     _LazyEncoder,
     db_path,
     open_sim,
-    redactor_choice,
 )
+from tortoise_sim.hook_client import FILINGS, HARNESSES
+from tortoise_sim.transcripts import READERS
 
 app = BoundaryTyper(help="Tortoise graph memory on Kuzu: capture, checkpoint, volunteer pointers, hooks, digest, "
                        "dream.", no_args_is_help=True)
@@ -89,81 +89,81 @@ def _load_json_input(file: Path | None) -> Any:
 
 
 # ------------------------------------------------------------------------------------------- hooks
-def _hook_store(path: Path) -> Any:
-    """A read hook's store: only an existing, non-empty store file is opened (nothing is created, nothing is
-    printed); anything else raises, which the hook turns into empty output."""
-    from tortoise_sim import SimConfig, Tortoise
+# The hook commands a harness runs go through ``harness.cli.entry`` straight to the standard-library client
+# (``tortoise_sim.hook_client``) before typer is imported. These typer definitions are what ``--help`` shows and
+# what a caller of the typer app (tests, ``python -m harness.cli.main``) runs: they delegate to the same client
+# (:func:`tortoise_sim.hook_client.hook_outcome`), so both ways behave alike: the service when one answers, the
+# session end's spool-first write and detached filing, the session start's drain, one stderr line per failure,
+# exit 0. Option values are passed through unchanged: the client checks them (a bad value is its one stderr line,
+# nothing on stdout, exit 0), as it does on the fast path.
+SocketOpt = Annotated[str | None, typer.Option(
+    "--socket", metavar="PATH", help="The resident service's socket (default $MEMSIM_TORTOISE_SOCKET, else derived from the store "
+                     "path, as `memsim tortoise serve --db STORE` does).")]
+SpoolDirOpt = Annotated[Path | None, typer.Option(
+    "--spool-dir", help="Spool root (default: <db dir>/spool).")]
 
-    if not path.is_file() or path.stat().st_size == 0:
-        raise FileNotFoundError(str(path))
-    store = Tortoise(path, config=SimConfig.preset("analysed", redactor=redactor_choice()), encoder=_LazyEncoder(),
-                     seed=None).store
-    at_command_end(store.close)
-    return store
 
+def _run_hook(command: str, options: dict[str, Any]) -> None:
+    """Run ``command`` through the standard-library hook client with the options given (None: not given; True: a
+    flag), print its stdout and its one stderr line, exit 0."""
+    from tortoise_sim.hook_client import hook_outcome
 
-@app.command("hook-volunteer")
-def hook_volunteer(
-    harness_name: Annotated[str, typer.Option(
-        "--harness", metavar="[claude|codex|devin|cline|other]",
-        help="Output shape: claude, codex and devin get hookSpecificOutput JSON, cline contextModification JSON, "
-             "other the raw block. The default is codex, as upstream. Any other value prints a note on stderr "
-             "and nothing on stdout (still exit 0).")] = "codex",
-    db: DbOpt = None,
-) -> None:
-    """Per-prompt hook: read the harness's hook JSON on stdin, print the JSON shape the harness expects (one
-    line) when a pointer is eligible, nothing otherwise. Always exits 0, so a hook never fails its host. When a
-    resident service (`serve`) holds the store, the hook waits at most $MEMSIM_HOOK_TIMEOUT seconds (default 1)
-    for its answer, then prints nothing and notes it on stderr."""
-    from tortoise_sim.hook_client import HARNESSES
-    from tortoise_sim.hooks import hook_volunteer_turn
-
-    if harness_name not in HARNESSES:
-        sys.stderr.write(f"memsim hook: unknown --harness {harness_name!r}; choose one of {', '.join(HARNESSES)} "
-                         "(ignored; printing nothing)\n")
-        return
-
+    argv = [command]
+    for name, value in options.items():
+        if value is None or value is False:
+            continue
+        argv += [name] if value is True else [name, str(value)]
     try:
         data = read_stdin_bytes()
-    except Exception:
+    except Exception:  # noqa: BLE001 - a hook never fails the host
         data = b""
-    path = db_path(db)
-
-    def factory() -> Any:
-        return _hook_store(path)
-
-    out, _code = hook_volunteer_turn(data, harness_name, store=factory)
+    out, note = hook_outcome(argv, data)
+    if note:
+        sys.stderr.write(" ".join(note.splitlines()) + "\n")
     if out:
         sys.stdout.write(out)
         sys.stdout.flush()
     raise typer.Exit(0)
 
 
+def _choices(values: tuple[str, ...]) -> str:
+    return "[" + "|".join(values) + "]"
+
+
+@app.command("hook-volunteer")
+def hook_volunteer(
+    harness_name: Annotated[str, typer.Option(
+        "--harness", metavar=_choices(HARNESSES),
+        help="Output shape: claude, codex and devin get hookSpecificOutput JSON, cline contextModification JSON, "
+             "other the raw block. The default is codex, as upstream. Any other value prints a note on stderr "
+             "and nothing on stdout (still exit 0).")] = "codex",
+    db: DbOpt = None,
+    socket_path: SocketOpt = None,
+) -> None:
+    """Per-prompt hook: read the harness's hook JSON on stdin, print the JSON shape the harness expects (one
+    line) when a pointer is eligible, nothing otherwise. Always exits 0, so a hook never fails its host. When a
+    resident service (`serve`) holds the store, the hook waits at most $MEMSIM_HOOK_TIMEOUT seconds (default 1)
+    for its answer, then prints nothing and notes it on stderr; with none, it runs in this process on the store
+    opened read-only."""
+    _run_hook("hook-volunteer", {"--harness": harness_name, "--db": db, "--socket": socket_path})
+
+
 @app.command("hook-session-start")
-def hook_session_start_cmd(db: DbOpt = None) -> None:
-    """Session-start hook: print the context digest verbatim, or one line saying there is no memory yet when
-    there is no store; any failure prints nothing. Exit 0. A resident service gets $MEMSIM_HOOK_TIMEOUT seconds
-    (default 1) to answer."""
-    from tortoise_sim.hooks import hook_session_start
-
-    path = db_path(db)
-    if not path.exists():
-        from tortoise_sim.digest import NO_MEMORY_LINE
-
-        sys.stdout.write(NO_MEMORY_LINE + "\n")
-        raise typer.Exit(0)
-
-    def factory() -> Any:
-        return _hook_store(path)
-
-    out, _ = hook_session_start(factory)
-    if redactor_choice() == "hardened":
-        from tortoise_sim.redaction import mark_as_data
-
-        out = mark_as_data(out)
-    if out:
-        sys.stdout.write(out)
-    raise typer.Exit(0)
+def hook_session_start_cmd(
+    db: DbOpt = None,
+    socket_path: SocketOpt = None,
+    spool_dir: SpoolDirOpt = None,
+    no_drain: Annotated[bool, typer.Option(
+        "--no-drain", help="No drain before the digest, as the analysed snapshot's hook "
+                           "($MEMSIM_HOOK_START_DRAIN=0 does the same).")] = False,
+) -> None:
+    """Session-start hook: first the drain (every due spool entry but the live session's is
+    filed, waiting up to $MEMSIM_HOOK_DRAIN_BUDGET seconds, default 3, for a filer at work; nothing pending costs
+    one folder scan), then print the context digest verbatim, or one line saying there is no memory yet when
+    there is no store; a failure prints nothing and one stderr line. Exit 0. A resident service gets
+    $MEMSIM_HOOK_TIMEOUT seconds (default 1, plus the drain budget when something is pending) to answer."""
+    _run_hook("hook-session-start", {"--db": db, "--socket": socket_path, "--spool-dir": spool_dir,
+                                     "--no-drain": no_drain})
 
 
 @app.command()
@@ -225,33 +225,35 @@ def _spool_dir(db: Path | None, spool_dir: Path | None) -> Path:
 
 @app.command("hook-session-end")
 def hook_session_end_cmd(
-    harness_name: Annotated[str, typer.Option("--harness", help="Harness name recorded in the spool.")] = "claude",
+    harness_name: Annotated[str, typer.Option(
+        "--harness", help="Harness name recorded in the spool; it also picks the transcript reader (claude, devin: "
+                          "Claude Code JSONL; codex: Codex rollout; others: the previous every-message reader).")
+    ] = "claude",
     db: DbOpt = None,
-    spool_dir: Annotated[Path | None, typer.Option(help="Spool root (default: <db dir>/spool).")] = None,
-    on_corrupt: OnCorruptOpt = "delete",
+    socket_path: SocketOpt = None,
+    spool_dir: SpoolDirOpt = None,
+    transcript_reader: Annotated[str | None, typer.Option(
+        "--transcript-reader", metavar=_choices(READERS),
+        help="The transcript reader (default auto: chosen by --harness); claude-tools keeps tool calls and results "
+             "as compact lines; legacy is the previous reader.")] = None,
+    filing: Annotated[str | None, typer.Option(
+        "--filing", metavar=_choices(FILINGS),
+        help="How the spooled session is filed when no service answers: detached (default: a filer process that "
+             "outlives the hook, so a host's SessionEnd budget cannot cut it), inline (this process, as before), "
+             "spool (spool only; the next session start or spool-flush files it). Default $MEMSIM_HOOK_END_FILING, "
+             "else detached.")] = None,
+    no_discard_ledger: Annotated[bool, typer.Option(
+        "--no-discard-ledger", help="A session end that spools nothing (bad hook JSON, no session id, a transcript "
+                                    "it cannot read, no turns) writes no discarded.jsonl row "
+                                    "($MEMSIM_HOOK_END_LEDGER=0 does the same).")] = False,
 ) -> None:
-    """Session-end hook: spool the transcript (stdin JSON with ``session_id`` and ``turns`` or
-    ``transcript_path``), then flush that session into the local store. Prints nothing; always exits 0."""
-    import socket
-    import time
-
-    from tortoise_sim.hooks import transcript_turns
-    from tortoise_sim.spool import Spool, local_capture_post
-
-    try:
-        hook = json.loads(read_stdin_bytes().decode("utf-8", "replace"))
-        sid = hook.get("session_id")
-        turns = transcript_turns(hook)
-        if isinstance(sid, str) and sid and turns:
-            sp = Spool(_spool_dir(db, spool_dir), corrupt="quarantine" if on_corrupt == "quarantine" else "delete")
-            from tortoise_sim.redaction import redact_turns
-
-            sp.spool_write(sid, redact_turns(turns, redactor_choice()), harness_name, "hook", socket.gethostname())
-            sim = open_sim(db)
-            sp.flush_spool(local_capture_post(sim.capture_session), int(time.time() * 1000), only_session_id=sid)
-    except Exception:  # noqa: BLE001 - a hook never fails the host
-        pass
-    raise typer.Exit(0)
+    """Session-end hook: read the transcript (``turns`` or ``transcript_path`` of the stdin JSON, with
+    ``session_id``) and write it to the spool first, then file that session: through the service when one
+    answers (waiting up to $MEMSIM_HOOK_END_TIMEOUT seconds, default 30), else as --filing says. Prints nothing;
+    a failure is one stderr line (the session stays in the spool); always exits 0."""
+    _run_hook("hook-session-end", {"--harness": harness_name, "--db": db, "--socket": socket_path,
+                                   "--spool-dir": spool_dir, "--transcript-reader": transcript_reader,
+                                   "--filing": filing, "--no-discard-ledger": no_discard_ledger})
 
 
 @app.command("spool-flush")

@@ -93,6 +93,7 @@ def test_cli_session_end_hook_spools_redacted_turns_when_hardened(tmp_path, monk
     spool = tmp_path / "spool"
     payload = {"session_id": "s1", "turns": [{"role": "user", "content": s.text} for s in corpus[:6]]}
     monkeypatch.setattr("harness.cli.tortoise.open_sim", lambda *a, **k: (_ for _ in ()).throw(OSError("x")))
+    monkeypatch.setenv("MEMSIM_HOOK_END_FILING", "spool")  # the spooled text is what is checked: no filer process
     r = CliRunner().invoke(app, ["tortoise", "hook-session-end", "--db", str(tmp_path / "t.kuzu"), "--spool-dir",
                                  str(spool)], input=json.dumps(payload))
     assert r.exit_code == 0 and r.stdout == ""

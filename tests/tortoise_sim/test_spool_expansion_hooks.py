@@ -159,7 +159,7 @@ def test_cli_hook_session_end_spools_and_files(cli, tmp_path):
                                                                             {"type": "tool_use", "name": "x"}]}},
         {"type": "summary"}, "not an object"]) + "\nnot json\n")
     hook = {"session_id": "sess-1", "transcript_path": str(transcript), "hook_event_name": "SessionEnd"}
-    r = runner.invoke(app, ["tortoise", "hook-session-end"], input=json.dumps(hook))
+    r = runner.invoke(app, ["tortoise", "hook-session-end", "--filing", "inline"], input=json.dumps(hook))
     assert r.exit_code == 0 and r.stdout == ""
     r = runner.invoke(app, ["tortoise", "show", "sess-1_t1"])
     assert json.loads(r.stdout)["content"] == "[assistant] Noted."
