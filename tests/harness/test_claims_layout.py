@@ -17,6 +17,7 @@ TORTOISE_SECTIONS = {
     "tortoise_volunteer": {"TOR-34", "TOR-35", "TOR-36", "TOR-37", "TOR-38", "TOR-39", "TOR-40", "TOR-47"},
     "tortoise_spool": {"TOR-42", "TOR-43", "TOR-51", "TOR-52"},
     "tortoise_expansion": {"TOR-44", "TOR-45", "TOR-46", "TOR-48"},
+    "tortoise_hosts": {f"HOST-{i:02d}" for i in range(1, 11)},
 }
 
 
@@ -34,4 +35,4 @@ def test_tortoise_claims_live_in_their_section_module():
         by_module.setdefault(module, set()).add(c.id)
     for module, ids in TORTOISE_SECTIONS.items():
         assert by_module.get(module) == ids, module
-    assert len(all_claims(design="tortoise")) == 52
+    assert len(all_claims(design="tortoise")) == 62
