@@ -86,6 +86,12 @@ def _service_faults(p: dict[str, Any]) -> str:
     return service_faults.render(p)
 
 
+def _hosts(p: dict[str, Any]) -> str:
+    from benchmarks import hosts
+
+    return hosts.render_markdown(p)
+
+
 def _capture_path(p: dict[str, Any]) -> str:
     from benchmarks import capture_path
 
@@ -188,6 +194,11 @@ PAGES: tuple[Page, ...] = (
          "memsim bench service-faults --out benchmarks/results",
          "Well-behaved and hostile clients against one service, the service killed inside captures, and an "
          "in-memory store filled up."),
+    Page("hosts", "Real agent hosts", (("hosts", _hosts),),
+         "memsim bench hosts --out benchmarks/results",
+         "memsim's Tortoise hooks inside the real pinned Claude Code and Codex against a loopback model server: what "
+         "reached the model and where, prompt latency with and without hooks and service, session end to filed, "
+         "the fault scenarios and memory's share of a request's tokens."),
     Page("capture-path", "Capture path through the hook service", (("capture_path", _capture_path),),
          "python -m benchmarks.capture_path STORE.kuzu --out benchmarks/results",
          "Where a capture through the resident Tortoise service spends its time, stage by stage, with the capture "

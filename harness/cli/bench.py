@@ -459,3 +459,57 @@ def ann(
         return mod.run(out_dir, quick=quick, seed=seed, points=points, track=track, echo=_echo)
 
     _run(go, out, quick, progress, seed=seed)
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    """A repeatable option whose values may also be comma-separated lists."""
+    out = [v.strip() for raw in values or [] for v in raw.split(",") if v.strip()]
+    return out or None
+
+
+@app.command("hosts")
+def hosts(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    host_names: Annotated[list[str] | None, typer.Option(
+        "--hosts", help="Hosts to measure, repeatable or comma-separated (default: every installed host with a "
+                        "driver; one not installed is skipped with one line).", show_default=False)] = None,
+    scenario_names: Annotated[list[str] | None, typer.Option(
+        "--scenarios", help="Shipped scenarios by name, repeatable or comma-separated (default: all; quick: "
+                            "pointer-delivery and hung-service).", show_default=False)] = None,
+    runs: Annotated[int | None, typer.Option("--runs", min=1, help="Runs per latency cell (default 10; quick "
+                                                                   "2).")] = None,
+    isolation: Annotated[str, typer.Option("--isolation", help="auto, netns or base-url (as memsim hosts "
+                                                               "run).")] = "auto",
+    work_dir: Annotated[Path | None, typer.Option(
+        "--work-dir", help="Keep the host runs (requests, hook records, transcripts) in this folder (default: a "
+                           "temporary folder, removed).")] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """memsim's Tortoise hooks in the real pinned hosts (memsim hosts install): every shipped scenario on every
+    installed host; the prompt latency with no hooks, hooks cold (no service), served (service running, warmed)
+    and with a hung service, interleaved run by run (p50/p95, overhead against no hooks, hook wall times); session
+    end to filed with and without the service; sessions lost and prompts delayed past their hooks' budgets in the
+    fault scenarios; memory's share of a real request's tokens; one excerpt per host of the messages that carry
+    memory. Writes hosts.{json,md,png}."""
+    from benchmarks import hosts as mod
+    from harness.hosts.install import HOSTS
+
+    if isolation not in ("auto", "netns", "base-url"):
+        raise bad_option("--isolation", isolation, ("auto", "netns", "base-url"))
+    chosen = _names(host_names)
+    for h in chosen or []:
+        if h not in HOSTS:
+            raise bad_option("--hosts", h, list(HOSTS))
+
+    def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
+        from harness.hosts.install import find_host
+
+        for h in chosen or []:
+            if find_host(h) is None:
+                _echo(f"skipped: {h} {HOSTS[h].version} is not installed (memsim hosts install {h})")
+        return mod.run(out_dir, quick=quick, seed=seed, track=track, hosts=chosen, scenarios=_names(scenario_names),
+                       runs=runs, isolation=isolation, work_dir=work_dir)
+
+    _run(go, out, quick, progress, seed=seed)

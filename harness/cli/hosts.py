@@ -1,9 +1,11 @@
-"""``memsim hosts ...``: install the pinned agent hosts (Claude Code, Codex) with npm into memsim's cache folder, and
-list what is installed. The hosts are test and benchmark dependencies: never installed globally, never committed."""
+"""``memsim hosts ...``: install the pinned agent hosts (Claude Code, Codex) with npm into memsim's cache folder,
+list what is installed, and run host scenarios on them (``memsim hosts run``). The hosts are test and benchmark
+dependencies: never installed globally, never committed."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -70,3 +72,156 @@ def list_cmd() -> None:
     for r in rows:
         console.print("  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3],
                       soft_wrap=True)
+
+
+# ------------------------------------------------------------------------------------------------ hosts run
+def session_summary(res: dict[str, Any]) -> dict[str, Any]:
+    """The short account of one session of a ``run_scenario`` result (``res`` is one of its ``sessions``): where
+    each memory item reached the model (one row per distinct place: kind, hook event, message index, role, block,
+    the host's framing prefix, exact or how it was changed, the first request that carried it and how many did),
+    per prompt the latency (without the runner's gate wait), the store against the host's transcript, whether the
+    session is lost and the expectation checks. JSON-serialisable, without any request text."""
+    places: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for req in res.get("requests", []):
+        if not req.get("conversation"):
+            continue
+        for d in req.get("deliveries", []):
+            it = d["item"]
+            key = (it["kind"], it["event"], d["message_index"], d["role"], d["block_index"], d["part"], d["prefix"],
+                   d["exact"], d["encoding"], d["whole"])
+            row = places.get(key)
+            if row is None:
+                places[key] = {"kind": it["kind"], "event": it["event"], "point_ids": it["point_ids"],
+                               "message_index": d["message_index"], "role": d["role"], "block_index": d["block_index"],
+                               "part": d["part"], "prefix": d["prefix"], "exact": d["exact"], "trimmed": d["trimmed"],
+                               "encoding": d["encoding"], "whole": d["whole"], "bytes": d["bytes"],
+                               "tokens": d["tokens"], "first_seq": req["seq"], "requests": 1}
+            else:
+                row["requests"] += 1
+    conv = [r for r in res.get("requests", []) if r.get("conversation")]
+    cmp = res.get("store_vs_transcript")
+    checks = res.get("checks") or {}
+    return {
+        "session": res["session"], "name": res.get("name"), "session_id": res.get("session_id"),
+        "exit_code": res.get("exit_code"), "timed_out": res.get("timed_out"), "requests": len(conv),
+        "items": [{"kind": i["kind"], "event": i["event"], "point_ids": i["point_ids"], "bytes": i["bytes"]}
+                  for i in res.get("items", [])],
+        "delivered": list(places.values()),
+        "latency_s": [None if x.get("latency_s_without_gate") is None else round(x["latency_s_without_gate"], 4)
+                      for x in res.get("latency", [])],
+        "hooks": [{"event": h["event"], "wall_s": None if h.get("end") is None else round(h["end"] - h["start"], 4),
+                   "rc": h.get("rc"), "signal": h.get("signal")} for h in res.get("hooks", [])],
+        "store_vs_transcript": None if cmp is None else {k: cmp[k] for k in ("equal", "stored", "conversation",
+                                                                             "memory_fed_back")},
+        "store_unread": res.get("store_unread"), "lost": res.get("lost"), "checks": checks,
+        "checks_failed": [k for k, v in checks.items() if v is False],
+        "memory_token_share": max((r["memory_token_share"] or 0.0 for r in conv), default=None),
+    }
+
+
+def _where(row: dict[str, Any]) -> str:
+    at = "top-level system" if row["message_index"] is None else f"messages[{row['message_index']}]"
+    how = "exact" if row["exact"] else str(row["encoding"] or "partly")
+    if not row["whole"]:
+        how += ", some lines"
+    frame = f' after "{row["prefix"]}"' if row["prefix"] else ""
+    return f"{row['kind']} ({row['event']}) -> {at} {row['role']} block {row['block_index']}, {how}{frame}"
+
+
+def summary_line(scenario: str, host: str, s: dict[str, Any]) -> str:
+    """One printed line for :func:`session_summary`'s account of a session."""
+    lat = ", ".join("-" if x is None else f"{x:.2f} s" for x in s["latency_s"]) or "-"
+    mem = "; ".join(_where(r) for r in s["delivered"]) or "no memory reached the model"
+    cmp = s["store_vs_transcript"]
+    if cmp is not None:
+        store = (f"store = transcript ({cmp['stored']} turns)" if cmp["equal"] else
+                 f"store != transcript ({cmp['stored']} stored, {cmp['conversation']} in the transcript)")
+        if cmp["memory_fed_back"]:
+            store += f", {cmp['memory_fed_back']} stored turns carry memory"
+    else:
+        store = "store not compared" + (f" ({s['store_unread']})" if s["store_unread"] else "")
+    lost = {None: "lost: n/a", True: "LOST", False: "lost: no"}[s["lost"]]
+    checks = s["checks"]
+    chk = (f"checks {sum(1 for v in checks.values() if v)}/{len(checks)} pass" if checks else "no checks")
+    if s["checks_failed"]:
+        chk += " (failed: " + ", ".join(s["checks_failed"]) + ")"
+    label = f"s{s['session']}" + (f" {s['name']}" if s["name"] else "")
+    return (f"{scenario} {host} {label}: {s['requests']} request(s); {mem}; latency {lat}; {store}; {lost}; "
+            f"{chk}")
+
+
+def _memsim_exe() -> str:
+    import shutil
+    import sys
+
+    here = Path(sys.executable).with_name("memsim")
+    return str(here) if here.exists() else (shutil.which("memsim") or "memsim")
+
+
+@app.command("run")
+def run_cmd(
+    scenarios: Annotated[list[Path], typer.Argument(help="Scenario files (YAML; harness/hosts/scenarios/ has the "
+                                                         "shipped ones).", show_default=False)],
+    host: Annotated[list[str] | None, typer.Option(
+        "--host", help="Host to run on (repeatable; default: every host the scenario allows that is "
+                       "installed).", show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Results folder (default ./memsim-results/hosts, or "
+                                                           "$MEMSIM_RESULTS_DIR/hosts).")] = None,
+    isolation: Annotated[str, typer.Option(
+        "--isolation", help="auto (own network namespace when the machine allows, else base URL only), netns "
+                            "or base-url.")] = "auto",
+) -> None:
+    """Run scenarios on the installed pinned hosts against the loopback model server and print, per session, where
+    each memory item reached the model, the prompt latency, the store against the host's transcript, lost
+    sessions and the expectation checks. Writes <out>/<scenario>/<host>/ (result.json, per session s<i>/ with the
+    recorded requests and hook runs) and <out>/summary.json. Exit status 1 when a check fails."""
+    import json
+
+    from harness.cli.boundary import check_output_dir
+    from harness.hosts import install as inst
+    from harness.hosts.scenario import KNOWN_HOSTS, ScenarioError, load_scenario, run_scenario
+    from harness.results_dir import default_out
+
+    if isolation not in ("auto", "netns", "base-url"):
+        raise bad_option("--isolation", isolation, ("auto", "netns", "base-url"))
+    for h in host or []:
+        if h not in KNOWN_HOSTS:
+            raise bad_option("--host", h, list(KNOWN_HOSTS))
+    loaded = []
+    for path in scenarios:
+        try:
+            loaded.append((path, load_scenario(path)))
+        except ScenarioError as exc:
+            raise fail(str(exc)) from None
+    out_dir = check_output_dir(out or default_out("hosts"))
+    err = make_console(stderr=True)
+    exe = _memsim_exe()
+    summary: list[dict[str, Any]] = []
+    failed = 0
+    for path, scn in loaded:
+        for h in (host or list(scn.run_hosts)):
+            if h not in scn.run_hosts:
+                console.print(f"{scn.name} {h}: skipped: the scenario runs on {', '.join(scn.run_hosts)}",
+                              soft_wrap=True)
+                continue
+            if inst.find_host(h) is None:
+                console.print(f"{scn.name} {h}: skipped: {h} {inst.HOSTS[h].version} is not installed (memsim "
+                              f"hosts install {h})" if h in inst.HOSTS else
+                              f"{scn.name} {h}: skipped: memsim has no driver for {h}", soft_wrap=True)
+                continue
+            err.print(f"running {scn.name} on {h} ({len(scn.sessions)} session(s)) ...", soft_wrap=True)
+            try:
+                res = run_scenario(scn, h, out_dir / scn.name, memsim_exe=exe, scenario_dir=path.resolve().parent,
+                                   isolation=isolation)
+            except (ScenarioError, OSError, RuntimeError) as exc:
+                raise fail(f"{path}: {h}: {' '.join(str(exc).split()) or type(exc).__name__}") from None
+            for s in res["sessions"]:
+                acc = session_summary(s)
+                failed += len(acc["checks_failed"])
+                console.print(summary_line(scn.name, h, acc), soft_wrap=True)
+                summary.append({"scenario": scn.name, "file": str(path), "host": h, "version": s["version"],
+                                "isolation": s["isolation"], **acc})
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n", encoding="utf-8")
+    console.print(f"wrote {out_dir / 'summary.json'}", soft_wrap=True)
+    if failed:
+        raise fail(f"{failed} expectation check(s) failed (see the lines above)")
