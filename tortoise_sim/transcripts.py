@@ -148,7 +148,10 @@ def _lines(path: str) -> list[Any]:
     except UnicodeDecodeError as exc:
         raise TranscriptError(f"{path}: transcript is not UTF-8 (byte {exc.start})", "transcript_unreadable") from None
     out = []
-    for raw in text.splitlines():
+    # JSONL lines end at "\n" only: str.splitlines would also split at U+2028/U+2029, \x1c-\x1e, \x85, \x0b and
+    # \x0c, which a JSON writer leaves raw inside strings (JavaScript's JSON.stringify does), and the two halves
+    # would parse as nothing, dropping that turn
+    for raw in text.split("\n"):
         if not raw.strip():
             continue
         try:

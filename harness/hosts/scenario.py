@@ -436,6 +436,10 @@ def _errors(path: Path) -> tuple[Scenario | None, list[str]]:
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         return None, [f"{name}{where}: YAML error: {problem}"]
+    except RecursionError:  # PyYAML's composer recurses once per nesting level
+        return None, [f"{name}: YAML error: nested too deeply"]
+    except ValueError as exc:  # a scalar PyYAML cannot convert (a 5,000-digit integer, a date like 2026-13-45)
+        return None, [f"{name}: YAML error: {' '.join(str(exc).split())[:200]}"]
     if not isinstance(data, dict):
         return None, [f"{name}: (top level): a scenario is a mapping, not {type(data).__name__}"]
     try:
