@@ -58,15 +58,12 @@ def _memsim_exe() -> str:
 class _Run:
     """One scenario run on one host, with what it left on disk."""
 
-    def __init__(self, ctx: ClaimContext, name: str, host: str, *, sessions: int | None = None,
-                 hook_lines: dict[str, str] | None = None) -> None:
+    def __init__(self, ctx: ClaimContext, name: str, host: str, *, sessions: int | None = None) -> None:
         from harness.hosts.scenario import SCENARIO_DIR, load_scenario, run_scenario
 
         scn = load_scenario(SCENARIO_DIR / f"{name}.yaml")
         if sessions is not None:  # the shipped scenario's first sessions only (a shorter run)
             scn = scn.model_copy(update={"sessions": scn.sessions[:sessions]})
-        if hook_lines:
-            scn = scn.model_copy(update={"hooks": scn.hooks.model_copy(update=hook_lines)})
         self.scenario, self.host = scn, host
         self.result = run_scenario(scn, host, ctx.tmp_path / "run", memsim_exe=_memsim_exe())
         self.root = Path(self.result["run_dir"])
