@@ -657,6 +657,8 @@ def figure(p: dict[str, Any]) -> Any:
                 p95.append(st["p95"] * 1000)
             ax.bar(xs, p50, width * 0.9, label=f"{c} p50")
             ax.scatter(xs, p95, marker="_", s=200, color="black", zorder=3, label="p95" if j == 0 else None)
+        if not any(p["latency"][h]["cells"][c][pos]["n"] for h in hosts for c in CELLS):
+            ax.text(0.5, 0.5, f"no {pos} prompts in this run", ha="center", va="center", transform=ax.transAxes)
         ax.set_xticks(range(len(hosts)), hosts)
         ax.set_ylabel("ms to the model request")
         ax.set_title(f"{pos} prompt ({'from host start' if pos == 'first' else 'from submission'})")
