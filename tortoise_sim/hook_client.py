@@ -66,7 +66,10 @@ always exits 0; on any error it prints nothing on stdout (a note on stderr).
 commands:
   hook-volunteer      per-prompt hook (UserPromptSubmit): prints one line with the pointer block in the
                       harness's shape when a pointer passed every gate, nothing otherwise
-                      options: --harness claude|codex|devin|cline|other (default codex), --db, --socket
+                      options: --harness claude|codex|devin|cline|cline-string|other (default codex), --db,
+                      --socket; cline is the spec's {"contextModification": {"context": BLOCK}}, cline-string
+                      prints {"contextModification": BLOCK}, the form Cline 3.0.65 delivers from a PreToolUse or
+                      PostToolUse hook (its object form reached no request); Gemini CLI's BeforeAgent takes claude
   hook-session-start  session-start hook: first the drain (files every due spool entry but the live session's,
                       waiting up to $MEMSIM_HOOK_DRAIN_BUDGET s for a filer at work; nothing when nothing is
                       pending), then prints the memory digest, or one line saying there is no memory yet
@@ -98,8 +101,10 @@ With no service answering, the hook runs in this process on the store (opened re
 
 # hook-volunteer --harness: the output shape of spec §7.1 step 3 (claude/codex/devin: hookSpecificOutput JSON,
 # cline: contextModification JSON, other: the raw block). The spec's default is codex. Any other value is a usage
-# error (a stderr note, no output, exit 0) instead of silently behaving as "other".
-HARNESSES = ("claude", "codex", "devin", "cline", "other")
+# error (a stderr note, no output, exit 0) instead of silently behaving as "other". cline-string [SIM]: the named
+# variant {"contextModification": BLOCK} that Cline CLI 3.0.65 delivers from PreToolUse/PostToolUse
+# (tortoise_sim.hooks.format_hook_output).
+HARNESSES = ("claude", "codex", "devin", "cline", "cline-string", "other")
 DEFAULT_HARNESS = "codex"
 
 _OPTIONS = {
@@ -363,7 +368,12 @@ class _LazyLightEncoder:
 
 
 def inprocess_volunteer(stdin: bytes, harness: str, db: str) -> str:
-    """Today's hook pipeline in this process (no service): read-only store, light MiniLM, lazy everything."""
+    """Today's hook pipeline in this process (no service): read-only store, light MiniLM, lazy everything.
+
+    No store at ``db`` yet (a fresh install: nothing captured, nothing created) is not a failure: the pipeline's
+    answer is as the spec gives it (degraded ``assembly_error``: its search cannot open a store), but the hook
+    prints nothing and writes no stderr line, as ``hook-session-start`` prints its no-memory line. A degraded
+    answer from a store that exists, or a store that cannot be opened, is still the hook's one stderr line."""
     from tortoise_sim.hooks import hook_volunteer_turn
     from tortoise_sim.volunteer import run_volunteer_pipeline
 
@@ -371,7 +381,7 @@ def inprocess_volunteer(stdin: bytes, harness: str, db: str) -> str:
 
     def pipeline(window: list[dict[str, str]]) -> dict[str, Any]:
         res = run_volunteer_pipeline(store, window)
-        if res.get("degraded_reason") and not _FAILURES:
+        if res.get("degraded_reason") and not _FAILURES and os.path.exists(db):
             _FAILURES.append(f"the volunteer pipeline degraded ({res['degraded_reason']})")
         return res
 
