@@ -17,7 +17,7 @@ __all__ = ["hook_volunteer_turn", "hook_session_start", "hook_session_end", "ext
            "transcript_turns", "PROMPT_CAP", "HOOK_HARNESSES"]
 
 PROMPT_CAP = 15000
-HOOK_HARNESSES = ("claude", "codex", "devin", "cline")
+HOOK_HARNESSES = ("claude", "codex", "devin", "cline", "cline-string")
 
 
 def extract_prompt(stdin: bytes | str) -> str:
@@ -45,7 +45,16 @@ def extract_prompt(stdin: bytes | str) -> str:
 
 
 def format_hook_output(block: str, harness: str) -> str:
-    """Step 3: one JSON line per known harness (default ``json.dumps`` separators), raw block otherwise."""
+    """Step 3: one JSON line per known harness (default ``json.dumps`` separators), raw block otherwise.
+
+    ``cline`` is spec §7.1's shape, ``{"contextModification": {"context": BLOCK}}``, kept as the faithful default
+    although Cline CLI 3.0.65 was seen dropping it (the object reached no model request, spec/hosts.md).
+    ``cline-string`` [SIM, a named departure] prints ``{"contextModification": BLOCK}``: the string form that Cline
+    3.0.65 delivers from a PreToolUse or PostToolUse hook, byte for byte, inside a user message after the tool
+    result, framed ``<hook_context source="PostToolUse" tool_name=... tool_call_id=...>`` (observed with the pinned
+    host; docs/hosts-cline-gemini.md). Gemini CLI 0.61.0's BeforeAgent hook accepts the ``claude`` shape (its block
+    reaches the model with ``<`` and ``>`` HTML-escaped inside ``<hook_context>``), so Gemini needs no shape of
+    its own."""
     if not block.strip():
         return ""
     if harness in ("claude", "codex", "devin"):
@@ -53,6 +62,8 @@ def format_hook_output(block: str, harness: str) -> str:
                                                   "additionalContext": block}}) + "\n"
     if harness == "cline":
         return json.dumps({"contextModification": {"context": block}}) + "\n"
+    if harness == "cline-string":
+        return json.dumps({"contextModification": block}) + "\n"
     return block
 
 

@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,19 +59,33 @@ class HookSet:
     user_prompt_submit: str | None = None
     session_end: str | None = None
     timeouts: dict[str, int] = field(default_factory=dict)  # event -> integer seconds; empty = host defaults
+    extra: dict[str, str] = field(default_factory=dict)  # host-native event name -> command (e.g. Cline PostToolUse)
 
-    def settings(self) -> dict[str, Any]:
-        """The ``{"hooks": {...}}`` object both hosts read (Claude Code settings.json, Codex hooks.json)."""
+    def commands(self, events: dict[str, str] | None = None) -> dict[str, str]:
+        """Host event name -> command line: the three portable hooks under the host's names (``events`` maps the
+        attribute names to them; default Claude Code's), then :attr:`extra` (which wins for the same name)."""
+        names = {**_EVENTS, **(events or {})}
+        out = {names[attr]: getattr(self, attr) for attr in _EVENTS if getattr(self, attr) is not None}
+        out.update(self.extra)
+        return out
+
+    def timeout_for(self, attr: str, event: str) -> int | None:
+        t = self.timeouts.get(event, self.timeouts.get(attr))
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int)):
+            raise ValueError(f"hook timeout for {event} must be an integer number of seconds, not {t!r}")
+        return t
+
+    def settings(self, events: dict[str, str] | None = None) -> dict[str, Any]:
+        """The ``{"hooks": {...}}`` object Claude Code (settings.json), Codex (hooks.json) and Gemini CLI
+        (settings.json, with ``events`` naming its events) read."""
         hooks: dict[str, Any] = {}
-        for attr, event in _EVENTS.items():
-            cmd = getattr(self, attr)
-            if cmd is None:
-                continue
+        names = {**_EVENTS, **(events or {})}
+        attr_of = {v: k for k, v in names.items()}
+        for event, cmd in self.commands(events).items():
+            attr = attr_of.get(event, event)
             entry: dict[str, Any] = {"type": "command", "command": cmd}
-            t = self.timeouts.get(event, self.timeouts.get(attr))
+            t = self.timeout_for(attr, event)
             if t is not None:
-                if isinstance(t, bool) or not isinstance(t, int):
-                    raise ValueError(f"hook timeout for {event} must be an integer number of seconds, not {t!r}")
                 entry["timeout"] = t
             hooks[event] = [{"hooks": [entry]}]
         return {"hooks": hooks}
@@ -174,6 +189,94 @@ def _codex_plan(h: InstalledHost, spec: SessionSpec) -> dict[str, Any]:
     return {"feed": "per-prompt", "argvs": argvs, "env": env, "files": files, "session_id_pattern": _CODEX_SESSION}
 
 
+GEMINI_EVENTS = {"session_start": "SessionStart", "user_prompt_submit": "BeforeAgent", "session_end": "SessionEnd"}
+"""Gemini CLI's names for the portable hooks: its per-prompt event is ``BeforeAgent`` (fired after the prompt is
+submitted, before the agent loop's first model request)."""
+
+
+def gemini_settings(hooks: HookSet | None) -> dict[str, Any]:
+    """``$HOME/.gemini/settings.json``: API-key auth (the key is the dummy, the base URL the loopback server),
+    telemetry, usage statistics and updates off, and the hooks (Gemini's timeouts are milliseconds, so
+    ``HookSet.timeouts`` seconds are multiplied by 1000)."""
+    hs = hooks or HookSet()
+    settings = hs.settings(GEMINI_EVENTS)
+    for groups in settings["hooks"].values():
+        for g in groups:
+            for e in g["hooks"]:
+                if "timeout" in e:
+                    e["timeout"] = int(e["timeout"]) * 1000
+    return {"security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+            "telemetry": {"enabled": False}, "privacy": {"usageStatisticsEnabled": False}, **settings}
+
+
+def _gemini_plan(h: InstalledHost, spec: SessionSpec, session_id: str) -> dict[str, Any]:
+    files = {str(spec.home / ".gemini" / "settings.json"): json.dumps(gemini_settings(spec.hooks), indent=2)}
+    argvs = [[str(h.bin), "--skip-trust", "--session-id", session_id, "-p", spec.prompts[0]]]
+    argvs += [[str(h.bin), "--skip-trust", "--resume", session_id, "-p", p] for p in spec.prompts[1:]]
+    env = _base_env(spec.home, {"GOOGLE_GEMINI_BASE_URL": "{BASE_URL}", "GEMINI_API_KEY": DUMMY_KEY,
+                                "GEMINI_CLI_NO_RELAUNCH": "1", **spec.env})
+    return {"feed": "per-prompt", "argvs": argvs, "env": env, "files": files}
+
+
+def _gemini_after(spec: SessionSpec, result: dict[str, Any], session_id: str) -> tuple[str | None, Path | None]:
+    """Gemini CLI keeps a session under ``$HOME/.gemini/tmp/<project>/chats/``: the file naming the session id."""
+    root = spec.home / ".gemini" / "tmp"
+    hits = sorted(p for p in root.glob("*/chats/*") if p.is_file() and session_id[:8] in p.name) if root.exists() \
+        else []
+    if not hits and root.exists():
+        hits = sorted(p for p in root.glob("*/chats/*") if p.is_file() and session_id in
+                      p.read_text(encoding="utf-8", errors="replace")[:4096])
+    return session_id, hits[0] if hits else None
+
+
+CLINE_EVENTS = {"session_start": "TaskStart", "user_prompt_submit": "UserPromptSubmit",
+                "session_end": "TaskComplete"}
+"""Cline's names for the portable hooks (its hooks are executables named after the event). Observed with 3.0.65:
+UserPromptSubmit does not fire for the prompt given on the command line; TaskStart and TaskComplete fire once per
+``cline`` process; PreToolUse/PostToolUse (``HookSet.extra``) fire around each tool call."""
+
+CLINE_HUB_PID_FILE = Path(".cline") / "data" / "locks" / "hub" / "production.json"
+"""Where Cline 3.0.65 records its detached ``cline-hub-daemon`` (JSON with ``pid``), relative to HOME."""
+
+
+def cline_hook_files(home: Path, hooks: HookSet | None) -> dict[str, str]:
+    """``$HOME/.cline/hooks/<Event>``: one ``/bin/sh`` script per hook running the user's command line (stdin passed
+    through). Cline has no per-hook timeout setting, so ``HookSet.timeouts`` do not apply."""
+    out = {}
+    for event, cmd in (hooks or HookSet()).commands(CLINE_EVENTS).items():
+        out[str(home / ".cline" / "hooks" / event)] = f"#!/bin/sh\n{cmd}\n"
+    return out
+
+
+def _cline_plan(h: InstalledHost, spec: SessionSpec) -> dict[str, Any]:
+    if len(spec.prompts) > 1:  # `cline --json --id ID PROMPT` answered "JSON output mode requires a prompt argument"
+        raise ValueError("the cline driver runs one prompt per session (a resumed `cline --json --id ID PROMPT` "
+                         "was refused by Cline 3.0.65)")
+    files = cline_hook_files(spec.home, spec.hooks)
+    setup = [[str(h.bin), "auth", "-p", "openai-compatible", "-k", DUMMY_KEY, "-m", "mock-model", "-b",
+              "{BASE_URL}/v1"]]
+    argvs = [[str(h.bin), "--json", spec.prompts[0]]]
+    env = _base_env(spec.home, dict(spec.env))
+    return {"feed": "per-prompt", "argvs": argvs, "env": env, "files": files, "executables": sorted(files),
+            "setup": setup, "session_id_glob": str(spec.home / ".cline" / "data" / "sessions" / "*"),
+            "reap": {"pid_files": [str(spec.home / CLINE_HUB_PID_FILE)], "home": str(spec.home),
+                     "exe": str(h.bin.resolve()), "settle_s": 3.0}}
+
+
+def _cline_after(spec: SessionSpec, result: dict[str, Any]) -> tuple[str | None, Path | None]:
+    """The session folder ``$HOME/.cline/data/sessions/<id>/`` (newest), its ``<id>.messages.json`` transcript."""
+    sid = result.get("session_id")
+    root = spec.home / ".cline" / "data" / "sessions"
+    if not sid and root.exists():
+        dirs = sorted((d for d in root.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime)
+        sid = dirs[-1].name if dirs else None
+    if not sid:
+        return None, None
+    path = root / sid / f"{sid}.messages.json"
+    return sid, path if path.exists() else None
+
+
 def _claude_after(spec: SessionSpec, result: dict[str, Any]) -> tuple[str | None, Path | None]:
     sid = None
     for line in result["stdout"].splitlines():
@@ -260,12 +363,27 @@ def run_session(host: str, spec: SessionSpec, run_dir: Path, *, isolation: str =
     mode = _resolve_isolation(isolation)
     spec.home.mkdir(parents=True, exist_ok=True)
     spec.cwd.mkdir(parents=True, exist_ok=True)
-    plan = _claude_plan(h, spec) if host == "claude-code" else _codex_plan(h, spec)
+    own_sid = str(uuid.uuid4())
+    if host == "claude-code":
+        plan = _claude_plan(h, spec)
+    elif host == "codex":
+        plan = _codex_plan(h, spec)
+    elif host == "gemini":
+        plan = _gemini_plan(h, spec, own_sid)
+    else:
+        plan = _cline_plan(h, spec)
     plan.update(cwd=str(spec.cwd), prompts=list(spec.prompts),
                 script=[r.to_dict() for turn in spec.replies for r in turn],
                 max_seconds=spec.timeout_s + 10, kill_grace_s=3.0)
     result = run_runner(plan, run_dir, mode, timeout_s=spec.timeout_s)
-    sid, transcript = (_claude_after if host == "claude-code" else _codex_after)(spec, result)
+    if host == "claude-code":
+        sid, transcript = _claude_after(spec, result)
+    elif host == "codex":
+        sid, transcript = _codex_after(spec, result)
+    elif host == "gemini":
+        sid, transcript = _gemini_after(spec, result, own_sid)
+    else:
+        sid, transcript = _cline_after(spec, result)
     run = SessionRun(host=host, version=h.version, isolation=result["isolation"], session_id=sid,
                      transcript_path=transcript, requests=result["requests"], prompt_times=result["prompt_times"],
                      t_start=result["t_start"], t_end=result["t_end"], exit_code=result["exit_code"],

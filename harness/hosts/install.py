@@ -29,6 +29,8 @@ class HostSpec:
 HOSTS: dict[str, HostSpec] = {
     "claude-code": HostSpec("claude-code", "@anthropic-ai/claude-code", "2.1.328", "claude", "anthropic.messages"),
     "codex": HostSpec("codex", "@openai/codex", "0.169.0", "codex", "openai.responses"),
+    "gemini": HostSpec("gemini", "@google/gemini-cli", "0.61.0", "gemini", "gemini.generate"),
+    "cline": HostSpec("cline", "cline", "3.0.65", "cline", "openai.chat"),
 }
 DEFAULT_HOSTS: tuple[str, ...] = ("claude-code", "codex")
 

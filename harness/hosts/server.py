@@ -15,11 +15,21 @@ APIs answered (see ``spec/hosts.md`` for what each host calls):
   the final response object as JSON.
 - OpenAI Chat Completions ``POST /v1/chat/completions`` (the dspy/litellm seam, Cline): streaming chunks ending in
   ``data: [DONE]`` (text or ``tool_calls``), or one JSON completion.
+- Gemini ``POST /v1beta/models/<model>:generateContent`` (one JSON ``GenerateContentResponse``) and
+  ``:streamGenerateContent`` (Gemini CLI): with ``?alt=sse`` server-sent ``data:`` events, each a
+  ``GenerateContentResponse`` chunk (the last carries ``finishReason`` and ``usageMetadata``), else the same chunks
+  as one JSON array, as the Gemini API streams without ``alt=sse``. A tool call is a ``functionCall`` part
+  (``{"name", "args"}``); recorded ``api`` "gemini.generate", ``stream`` true for ``:streamGenerateContent``.
+  ``:countTokens`` answers ``{"totalTokens": n}`` (``api`` "gemini.count_tokens").
 - Anything else: a 404 JSON error, recorded with ``api`` "other".
 
 Script rule: each *conversation* request consumes the next :class:`Reply` in order; an exhausted script answers
-``default_text``. Requests that do not consume: ``count_tokens``, 404s, and side calls: an Anthropic Messages request
-that carries no ``tools`` (the APIs listed in ``side_calls_without_tools``; OpenAI is not listed by default, since a
+``default_text``. Requests that do not consume: ``count_tokens``, 404s, and side calls: a Gemini request that asks
+for JSON output (``generationConfig.responseMimeType`` "application/json", or a ``responseSchema`` /
+``responseJsonSchema``: Gemini CLI 0.61.0's model-routing classifier and its next-speaker check, which without an
+answer retry until the CLI is killed) is answered with an instance of the requested schema built by
+:func:`schema_instance` (first enum value, so the next-speaker check says "user" and the turn ends); an Anthropic
+Messages request that carries no ``tools`` (the APIs listed in ``side_calls_without_tools``; OpenAI is not listed by default, since a
 plain Chat Completions client sends no tools). Observed with Claude Code 2.1.328 under the drivers' environment
 (``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``): every request was a conversation request carrying its tools, and
 no count_tokens or other side call came; Codex 0.169.0 sent only ``POST /v1/responses``. The rule guards the script
@@ -104,6 +114,11 @@ def classify(method: str, path: str) -> str:
         return "openai.responses"
     if p == "/v1/chat/completions":
         return "openai.chat"
+    if p.startswith(("/v1beta/models/", "/v1/models/", "/v1alpha/models/")):
+        if p.endswith((":generateContent", ":streamGenerateContent")):
+            return "gemini.generate"
+        if p.endswith(":countTokens"):
+            return "gemini.count_tokens"
     return "other"
 
 
@@ -259,6 +274,81 @@ def chat_completion(reply: Reply, *, model: str, input_tokens: int) -> dict[str,
             "usage": {"prompt_tokens": input_tokens, "completion_tokens": 10, "total_tokens": input_tokens + 10}}
 
 
+# ---------------------------------------------------------------------------------------------------- Gemini
+def gemini_schema(body: Any) -> Any:
+    """The JSON schema a Gemini request asks its answer to follow (None: a conversation request)."""
+    gc = body.get("generationConfig") if isinstance(body, dict) else None
+    if not isinstance(gc, dict):
+        return None
+    for key in ("responseJsonSchema", "responseSchema", "response_json_schema", "response_schema"):
+        if isinstance(gc.get(key), dict):
+            return gc[key]
+    if str(gc.get("responseMimeType", "")).lower() == "application/json":
+        return {}
+    return None
+
+
+def schema_instance(schema: Any, depth: int = 0) -> Any:
+    """A small value that satisfies ``schema`` (JSON Schema or Gemini ``Type`` names): the first enum value, the
+    required properties of an object, one item of an array, ``"memsim"`` for a string, 0 for a number."""
+    if not isinstance(schema, dict) or depth > 8:
+        return {}
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return schema_instance(schema[key][0], depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if str(k).lower() != "null"), "string")
+    kind = str(kind or ("object" if "properties" in schema else "string")).lower()
+    if kind == "object":
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        names = schema.get("required") if isinstance(schema.get("required"), list) else list(props)
+        return {n: schema_instance(props.get(n, {}), depth + 1) for n in names if isinstance(n, str)}
+    if kind == "array":
+        return [schema_instance(schema.get("items", {}), depth + 1)]
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum"))
+        return int(low) + (1 if "exclusiveMinimum" in schema else 0) if isinstance(low, int | float) else 1
+    if kind == "boolean":
+        return False
+    return "memsim"
+
+
+def gemini_model(path: str) -> str:
+    tail = path.split("?", 1)[0].rsplit("/models/", 1)[-1]
+    return tail.split(":", 1)[0] or "mock-model"
+
+
+def gemini_chunks(reply: Reply, *, model: str, input_tokens: int) -> list[dict[str, Any]]:
+    """The ``GenerateContentResponse`` chunks of one reply (text in up to three parts, or one ``functionCall``)."""
+    rid = uuid.uuid4().hex[:20]
+    if reply.tool is not None:
+        parts: list[list[dict[str, Any]]] = [[{"functionCall": {"name": reply.tool, "args": reply.input or {}}}]]
+    else:
+        parts = [[{"text": t}] for t in _chunks(reply.text or "")]
+    out = []
+    for k, p in enumerate(parts):
+        cand: dict[str, Any] = {"content": {"role": "model", "parts": p}, "index": 0}
+        chunk: dict[str, Any] = {"candidates": [cand], "modelVersion": model, "responseId": rid}
+        if k == len(parts) - 1:
+            cand["finishReason"] = "STOP"
+            chunk["usageMetadata"] = {"promptTokenCount": input_tokens, "candidatesTokenCount": 10,
+                                      "totalTokenCount": input_tokens + 10}
+        out.append(chunk)
+    return out
+
+
+def gemini_response(reply: Reply, *, model: str, input_tokens: int) -> dict[str, Any]:
+    """One non-streamed ``GenerateContentResponse`` (the chunks' parts joined)."""
+    chunks = gemini_chunks(reply, model=model, input_tokens=input_tokens)
+    last = json.loads(json.dumps(chunks[-1]))
+    if reply.tool is None:
+        last["candidates"][0]["content"]["parts"] = [{"text": reply.text or ""}]
+    return last
+
+
 # ---------------------------------------------------------------------------------------------------- server
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -314,6 +404,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
+
+    def send_json_stream(self, items: list[dict[str, Any]]) -> None:
+        """A JSON array written element by element (the Gemini API's streaming without ``alt=sse``)."""
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for k, item in enumerate(items):
+            self.wfile.write((("[" if k == 0 else ",\r\n") + json.dumps(item)).encode())
+            self.wfile.flush()
+        self.wfile.write(b"]" if items else b"[]")
+        self.wfile.flush()
 
     def send_sse(self, events: Iterator[bytes]) -> None:
         self.send_response(200)
@@ -423,6 +526,10 @@ class ModelServer:
         """The reply for a conversation request (the next script entry, or the default text)."""
         if api in self.side_calls_without_tools and not (isinstance(body, dict) and body.get("tools")):
             return Reply(text=self.default_text), None
+        if api == "gemini.generate":
+            schema = gemini_schema(body)
+            if schema is not None:  # a JSON-schema side call (routing, next speaker): answered, not consumed
+                return Reply(text=json.dumps(schema_instance(schema))), None
         if self._next < len(self.script):
             i = self._next
             self._next += 1
@@ -438,13 +545,16 @@ class ModelServer:
             body, raw_text = None, raw.decode("utf-8", "surrogateescape")
         headers = {k.lower(): ("<redacted>" if k.lower() in REDACTED_HEADERS else v) for k, v in h.headers.items()}
         stream = bool(isinstance(body, dict) and body.get("stream"))
+        if api == "gemini.generate":
+            stream = h.path.split("?", 1)[0].endswith(":streamGenerateContent")
         with self._lock:
             if self.stopped.is_set() or len(self.requests) >= self.max_requests:
                 accepted = False
             else:
                 accepted = True
                 reply, idx = (self._take(api, body) if api in ("anthropic.messages", "openai.responses",
-                                                                "openai.chat") else (None, None))
+                                                                "openai.chat", "gemini.generate")
+                              else (None, None))
                 rec: dict[str, Any] = {"seq": len(self.requests), "t": t, "method": h.command, "path": h.path,
                                        "api": api, "headers": headers, "body": body}
                 if raw_text is not None:
@@ -474,6 +584,9 @@ class ModelServer:
         if api == "anthropic.count_tokens":
             h.send_json(200, {"input_tokens": tokens})
             return
+        if api == "gemini.count_tokens":
+            h.send_json(200, {"totalTokens": tokens})
+            return
         if reply is None:
             h.send_json(404, {"type": "error", "error": {"type": "not_found_error",
                                                          "message": f"memsim model server: no route {h.path}"}})
@@ -492,6 +605,14 @@ class ModelServer:
                 rid = f"resp_{uuid.uuid4().hex[:24]}"
                 h.send_json(200, responses_object(reply, model=model, input_tokens=tokens, rid=rid, done=True,
                                                   item=_responses_item(reply, done=True)))
+        elif api == "gemini.generate":
+            model = gemini_model(h.path)
+            if not stream:
+                h.send_json(200, gemini_response(reply, model=model, input_tokens=tokens))
+            elif "alt=sse" in h.path.split("?", 1)[-1]:
+                h.send_sse(_sse(None, c) for c in gemini_chunks(reply, model=model, input_tokens=tokens))
+            else:
+                h.send_json_stream(gemini_chunks(reply, model=model, input_tokens=tokens))
         else:  # openai.chat
             if stream:
                 opts = body.get("stream_options") if isinstance(body, dict) else None

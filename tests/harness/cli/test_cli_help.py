@@ -91,14 +91,14 @@ def test_hook_volunteer_harness_is_an_explicit_choice(tmp_path, monkeypatch):
     from tortoise_sim.hook_client import DEFAULT_HARNESS, HARNESSES, HookUsageError, parse_hook_args
 
     out = _help(["tortoise", "hook-volunteer"])
-    assert "[claude|codex|devin|cline|other]" in out and "[default: codex]" in out and DEFAULT_HARNESS == "codex"
+    assert "[claude|codex|devin|cline|cline-string|other]" in out and "[default: codex]" in out and DEFAULT_HARNESS == "codex"
     monkeypatch.setenv("MEMSIM_TORTOISE_DB", str(tmp_path / "h.kuzu"))
     res = CliRunner().invoke(app, ["tortoise", "hook-volunteer", "--harness", "claud"],
                              input='{"prompt": "What did we decide about the store?"}')
     assert res.exit_code == 0 and res.stdout == "" and "unknown --harness 'claud'" in res.stderr
     for h in HARNESSES:
         assert parse_hook_args("hook-volunteer", ["--harness", h]) == {"harness": h}
-    with pytest.raises(HookUsageError, match="choose one of claude, codex, devin, cline, other"):
+    with pytest.raises(HookUsageError, match="choose one of claude, codex, devin, cline, cline-string, other"):
         parse_hook_args("hook-volunteer", ["--harness=Claude"])
     assert parse_hook_args("hook-session-end", ["--harness", "my-tool"]) == {"harness": "my-tool"}  # a spool label
 

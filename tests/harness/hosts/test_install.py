@@ -46,7 +46,8 @@ pkg.mkdir(parents=True, exist_ok=True)
 (pkg / "package.json").write_text(json.dumps({{"name": package, "version": version}}))
 bin_dir = prefix / "node_modules" / ".bin"
 bin_dir.mkdir(parents=True, exist_ok=True)
-name = {{"@anthropic-ai/claude-code": "claude", "@openai/codex": "codex"}}[package]
+name = {{"@anthropic-ai/claude-code": "claude", "@openai/codex": "codex", "@google/gemini-cli": "gemini",
+        "cline": "cline"}}[package]
 (bin_dir / name).write_text("#!/bin/sh\\necho fake\\n")
 (bin_dir / name).chmod(0o755)
 '''
@@ -107,16 +108,30 @@ def test_install_default_set_pinned_into_the_cache_folder(env: dict[str, Path]) 
     assert len(calls(env["log"])) == 2  # neither an install nor a registry ping
 
 
+def test_install_cline_and_gemini_by_name_pinned(env: dict[str, Path]) -> None:
+    """The two later hosts install by name at their pins; the default set stays claude-code and codex."""
+    assert inst.DEFAULT_HOSTS == ("claude-code", "codex")
+    r = invoke("install", "cline", "gemini")
+    assert r.exit_code == 0, r.output
+    got = [c for c in calls(env["log"]) if c[0] != "ping"]
+    assert [c[-1] for c in got] == ["cline@3.0.65", "@google/gemini-cli@0.61.0"]
+    for name in ("cline", "gemini"):
+        h = inst.find_host(name)
+        assert h is not None and h.version == inst.HOSTS[name].version and h.root == env["hosts"] / f"{name}-{h.version}"
+
+
 def test_list_shows_pinned_installed_and_path(env: dict[str, Path]) -> None:
     def rows() -> dict[str, list[str]]:
         r = invoke("list")
         assert r.exit_code == 0, r.output
         return {ln.split()[0]: ln.split() for ln in r.output.splitlines() if ln.split()[0] in inst.HOSTS}
 
-    assert rows() == {"claude-code": ["claude-code", "2.1.328", "-", "-"], "codex": ["codex", "0.169.0", "-", "-"]}
+    others = {"cline": ["cline", "3.0.65", "-", "-"], "gemini": ["gemini", "0.61.0", "-", "-"]}
+    assert rows() == {"claude-code": ["claude-code", "2.1.328", "-", "-"], "codex": ["codex", "0.169.0", "-", "-"],
+                      **others}
     assert invoke("install", "claude-code").exit_code == 0
     assert rows() == {"claude-code": ["claude-code", "2.1.328", "2.1.328", str(env["hosts"] / "claude-code-2.1.328")],
-                      "codex": ["codex", "0.169.0", "-", "-"]}
+                      "codex": ["codex", "0.169.0", "-", "-"], **others}
 
 
 def test_wrong_installed_version_is_listed_not_used(env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
