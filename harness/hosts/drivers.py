@@ -18,6 +18,19 @@ loopback server), hooks in ``$CODEX_HOME/hooks.json`` (integer timeouts only: a 
 file), ``codex exec --skip-git-repo-check --dangerously-bypass-hook-trust PROMPT``; a further prompt is
 ``codex exec resume ... <session id> PROMPT`` (a new process resuming the same session). The session id is the
 ``session id: <uuid>`` line Codex prints; the rollout is ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*-<id>.jsonl``.
+
+Gemini CLI 0.61.0: ``GOOGLE_GEMINI_BASE_URL`` (the loopback server), a dummy ``GEMINI_API_KEY``,
+``GEMINI_CLI_NO_RELAUNCH=1``, ``$HOME/.gemini/settings.json`` from :func:`gemini_settings` (API-key auth, hooks
+under Gemini's event names :data:`GEMINI_EVENTS`, millisecond timeouts); ``gemini --skip-trust --session-id <uuid>
+-p PROMPT`` (the driver picks the id), a further prompt ``gemini --skip-trust --resume <uuid> -p PROMPT``. The
+transcript is ``$HOME/.gemini/tmp/<project>/chats/session-*-<id8>.jsonl``.
+
+Cline 3.0.65: a setup command ``cline auth -p openai-compatible -k <dummy> -m mock-model -b <server>/v1``, hooks as
+executables ``$HOME/.cline/hooks/<Event>`` (:func:`cline_hook_files`, :data:`CLINE_EVENTS`, ``HookSet.extra`` for
+PreToolUse/PostToolUse), then ``cline --json PROMPT``; one prompt per session. Cline leaves a detached
+``cline-hub-daemon``: the runner ends it by the pid of ``$HOME/.cline/data/locks/hub/production.json`` once
+``/proc`` confirms it runs the pinned binary with this session's HOME (:func:`harness.hosts.isolate.reap`). The
+transcript is ``$HOME/.cline/data/sessions/<id>/<id>.messages.json``. Findings: docs/hosts-cline-gemini.md.
 """
 
 from __future__ import annotations
