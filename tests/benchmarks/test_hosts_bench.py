@@ -179,6 +179,7 @@ def test_docs_page_renders_the_hosts_json(tmp_path: Path) -> None:
     assert figures == {}
 
 
+@pytest.mark.slow
 def test_quick_run_on_real_claude_code(tmp_path: Path) -> None:
     from tests.harness.hosts.conftest import require_host
 
