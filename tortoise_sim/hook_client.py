@@ -674,6 +674,10 @@ def run_hook(command: str, argv: Sequence[str], stdin: bytes | None = None) -> s
             sid = _hook_session_id(data)
             pending = [p for p in pending if p != sid]
         budget = drain_budget()
+        if pending and _ask(sock, "ping", {}, timeout, TIMEOUT_ENV) is None:
+            # something to drain: a ping first (answered without the store lock), so a service that does not
+            # answer costs the prompt MEMSIM_HOOK_TIMEOUT, as with nothing pending, not that plus the drain budget
+            return inprocess_session_start(db, root, pending, sid, budget)
         # nothing pending: the request of before (an older service answers it too)
         args = {"drain": True, "session_id": sid, "spool_dir": root, "budget_s": budget} if pending else {}
         res = _ask(sock, "hook_session_start", args, timeout + (budget if pending else 0.0), TIMEOUT_ENV)

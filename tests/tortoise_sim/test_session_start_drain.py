@@ -152,3 +152,21 @@ def test_the_same_holds_while_a_writer_holds_the_store_through_the_session_end(w
     finally:
         timer.join()
     assert DECISION in out, json.dumps(out)
+
+
+def test_a_hung_service_costs_the_session_start_its_timeout_only_even_with_entries_pending(work):
+    """Something pending and a service that accepts and never answers: the hook asks the service a ping first, so
+    it gives up after MEMSIM_HOOK_TIMEOUT (one stderr line, nothing on stdout), not after the timeout plus the drain
+    budget (the drain request's own, longer wait)."""
+    from tests.tortoise_sim.sessionkit import fake_service, never_answers
+
+    db, sock = work / "db" / "t.kuzu", work / "hung.sock"
+    _spool_only(work, db, "p1")
+    with fake_service(sock, never_answers):
+        t0 = time.monotonic()
+        r = hook(["hook-session-start", "--db", str(db), "--socket", str(sock)], start_hook_json("live"),
+                 MEMSIM_HOOK_TIMEOUT="0.5", MEMSIM_HOOK_DRAIN_BUDGET="3")
+        took = time.monotonic() - t0
+    assert r.returncode == 0 and r.stdout == b""
+    assert len(r.stderr.splitlines()) == 1 and b"did not answer" in r.stderr, r.stderr
+    assert took < 0.5 + 2.0, took  # interpreter start and the spool check; the old wait was 0.5 + 3 s
