@@ -85,7 +85,7 @@ BENCHES = {"selectors": ("selectors", []), "cbr-loop": ("cbr_loop", []), "cost":
            "locomo": ("locomo", ["--data", "locomo10.json"]), "serve": ("serve", []), "engines": ("engines", []),
            "sweep": ("sweep", ["any.yaml"]), "redaction": ("redaction", []), "ep-scaling": ("ep_scaling", []),
            "service-faults": ("service_faults", []), "ep-engine": ("ep_engine", []),
-           "capture-path": ("capture_path", ["store.kuzu"]), "ann": ("ann", [])}
+           "capture-path": ("capture_path", ["store.kuzu"]), "ann": ("ann", []), "hosts": ("hosts", [])}
 MAIN_ARGV = ("ep-scaling", "ep-engine")  # these call the script's main(argv), which parses --out
 COMMITTED = Path("benchmarks") / "results"  # the committed results folder, relative to the clone
 
