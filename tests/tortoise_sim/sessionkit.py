@@ -11,10 +11,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+# the fake service socket (a hung or dying service) is the service-fault tests' own
+from tests.tortoise_sim.test_service_faults import fake_service as fake_service
 
 PY = sys.executable
 DECISION = "the build cache lives on local disk"
@@ -111,38 +113,6 @@ def filed_copies(db: Path, sid: str) -> int:
     finally:
         sim.close()
 
-
-@contextlib.contextmanager
-def fake_service(path: Path, on_conn: Callable[[socket.socket], None]) -> Iterator[None]:
-    """A Unix socket that accepts and hands each connection to ``on_conn`` (a hung or dying service)."""
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(str(path))
-    srv.listen(16)
-    conns: list[socket.socket] = []
-    stop = threading.Event()
-
-    def loop() -> None:
-        srv.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                c, _ = srv.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            conns.append(c)
-            threading.Thread(target=on_conn, args=(c,), daemon=True).start()
-
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        t.join(5)
-        for c in conns:
-            c.close()
-        srv.close()
 
 
 def never_answers(c: socket.socket) -> None:

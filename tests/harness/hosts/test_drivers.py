@@ -215,6 +215,10 @@ def real_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (home / ".codex").mkdir()
     (home / ".codex" / "hooks.json").write_text(json.dumps(hooks))
     (home / ".codex" / "config.toml").write_text('model = "user-model"\n')
+    from harness.hosts.install import hosts_dir
+
+    # the installed hosts stay where they are (the default hosts folder is under the real HOME's cache folder)
+    monkeypatch.setenv("MEMSIM_HOSTS_DIR", str(hosts_dir()))
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("CODEX_HOME", str(home / ".codex"))
     return home
