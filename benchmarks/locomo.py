@@ -232,12 +232,14 @@ def markdown(payload: dict[str, Any]) -> str:
     out += ["## Headline (categories 1-4)", "", headline_table(rows, order, lm=bool(lm)), ""]
     ranked = [r for r in order if rows[r]["headline"].get("ranked")]
     if ranked:
-        out += ["## Ranked metrics (LongMemEval's, categories 1-4)", "",
+        out += ["## Ranked metrics (categories 1-4)", "",
                 "Rows whose delivery is a ranking (" + ", ".join(ranked) + "); the other rows deliver a whole "
                 "transcript, a fixed window, the annotation (oracles), a whole prompt (Fractal) or a gated block "
                 "(Tortoise's volunteered block), none of which is ranked. recall_any@k: at least one evidence "
                 "turn (session) in the top k; recall_all@k: all of them; ndcg_any@k: nDCG@k with binary "
-                "relevance (pytrec_eval). The ranking is the row's delivered one, so a row that ranks fewer than "
+                "relevance and trec_eval's discount 1/log2(rank + 1) (pytrec_eval; not LongMemEval's official "
+                "DCG, which weighs ranks 1 and 2 alike: see docs/longmemeval.md). The ranking is the row's "
+                "delivered one, so a row that ranks fewer than "
                 "k units is scored on those.", ""]
         for level in RANKED_LEVELS:
             out += [f"### {level.capitalize()} level", "", ranked_table(rows, ranked, level), ""]
@@ -334,7 +336,8 @@ def headline_table(rows: dict[str, Any], order: list[str], *, lm: bool = False) 
 
 
 def ranked_table(rows: dict[str, Any], ranked: list[str], level: str) -> str:
-    """LongMemEval's ranked metrics of the ranked rows at one level (``turn`` or ``session``)."""
+    """The ranked metrics (recall_any/recall_all as LongMemEval defines them, nDCG with trec_eval's discount) of
+    the ranked rows at one level (``turn`` or ``session``)."""
     table = [[r, rows[r]["headline"]["ranked"]["n"]] + [rows[r]["headline"]["ranked"][level][m]
                                                         for m in RANKED_METRICS] for r in ranked]
     return md_table(["row", "probes"] + list(RANKED_METRICS), table)
@@ -847,7 +850,7 @@ def readme_section(payload: dict[str, Any], figure_path: str | None = "benchmark
         s10 = [rows[x]["headline"]["ranked"]["session"] for x in ranked]
         best_all = max(ranked, key=lambda x: rows[x]["headline"]["ranked"]["turn"]["recall_all@10"] or 0.0)
         bullets.append(
-            f"- **LongMemEval's ranked metrics** over the {len(ranked)} ranked rows, turn level at k = 10: "
+            f"- **Ranked metrics** (trec_eval nDCG) over the {len(ranked)} ranked rows, turn level at k = 10: "
             f"recall_any {_span([t['recall_any@10'] for t in t10])}, recall_all "
             f"{_span([t['recall_all@10'] for t in t10])}, ndcg_any {_span([t['ndcg_any@10'] for t in t10])} "
             f"(highest recall_all@10: {best_all}, "
@@ -908,10 +911,11 @@ def docs_page(payload: dict[str, Any]) -> str:
            readme_section(payload, figure_path=None, heading="## What the run shows").rstrip(), "",
            "## Every row (categories 1-4)", "", headline_table(rows, order), ""]
     if ranked:
-        out += ["## Ranked metrics (LongMemEval's)", "",
+        out += ["## Ranked metrics", "",
                 "recall_any@k: at least one evidence turn (session) in the row's top k; recall_all@k: all of them; "
-                "ndcg_any@k: nDCG@k with binary relevance (pytrec_eval). Only rows whose delivery is a ranking "
-                "have them.", ""]
+                "ndcg_any@k: nDCG@k with binary relevance and trec_eval's discount 1/log2(rank + 1) (pytrec_eval; "
+                "not LongMemEval's official DCG, which weighs ranks 1 and 2 alike). Only rows whose delivery is "
+                "a ranking have them.", ""]
         for level in RANKED_LEVELS:
             out += [f"### {level.capitalize()} level", "", ranked_table(rows, ranked, level), ""]
     cats = sorted({int(k) for r in rows.values() for k in r["by_category"]})
