@@ -3,6 +3,19 @@
 Models: ``Conversation`` -> ``Session`` (index, date-time text) -> ``Turn`` (``dia_id``, speaker, text, photo
 caption), plus ``Probe`` (question, gold or adversarial answer, evidence ids, category).
 
+The models are the one workload protocol every arm reads, with two loaders: this module's ``load_locomo`` and
+``harness.workloads.lme_workload.to_conversation`` (one LongMemEval question as one conversation). The fields
+LongMemEval needs beyond LoCoMo's all have defaults that leave a LoCoMo object exactly as before: ``Turn.role`` and
+``Turn.has_answer`` (the chat role and the released evidence flag; ``None`` for LoCoMo, whose two speakers are
+people), ``Session.session_id`` (the file's haystack session id, which may repeat; ``None`` for LoCoMo),
+``Probe.question_type`` / ``question_id`` / ``question_date`` / ``abstention`` / ``official_evidence`` (the
+user-only evidence LongMemEval's own retrieval code scores) / ``evidence_sessions``, and ``Conversation.workload``
+(``"locomo"`` or ``"longmemeval"``). Code that means something generic reads the ``Probe`` properties instead of
+LoCoMo's category numbers: ``type_name`` (LoCoMo: ``CATEGORY_NAMES[category]``; LongMemEval: the question type),
+``has_gold`` (LoCoMo: category != 5; LongMemEval: not an abstention question) and ``is_temporal`` (LoCoMo: category
+2; LongMemEval: ``temporal-reasoning``). A LongMemEval probe has category ``LME_CATEGORY`` (0), outside LoCoMo's
+1-5, so LoCoMo's per-category and headline summaries never count it.
+
 Loader (``load_locomo``) mapping choices, all deliberate and counted rather than fixed:
 
 - Input is a file or a folder. A folder loads every ``*.json`` in it (sorted by name, non-recursive). A file is
@@ -62,6 +75,11 @@ from pydantic import BaseModel, Field
 
 ENV_VAR = "MEMSIM_LOCOMO_DATA"
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+LOCOMO_TEMPORAL = 2
+LOCOMO_ADVERSARIAL = 5
+LME_CATEGORY = 0
+"""``Probe.category`` of a LongMemEval probe: no LoCoMo category (LoCoMo's are 1-5)."""
+LME_TEMPORAL = "temporal-reasoning"
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _DIA_ID = re.compile(r"^D\s*0*(\d+)\s*:\s*0*(\d+)$")
 
@@ -71,7 +89,11 @@ class LocomoDataError(ValueError):
 
 
 class Turn(BaseModel):
-    """One utterance. ``caption`` is the generated photo caption (``blip_caption``) when the turn shares a photo."""
+    """One utterance. ``caption`` is the generated photo caption (``blip_caption``) when the turn shares a photo.
+
+    ``role`` is the chat role (``"user"`` / ``"assistant"``) when the workload has roles (LongMemEval; ``speaker``
+    then equals it), ``None`` for LoCoMo's two named people; ``has_answer`` is LongMemEval's per-turn evidence flag
+    as released (``None`` when the turn carries none, and always for LoCoMo)."""
 
     dia_id: str
     speaker: str
@@ -79,14 +101,21 @@ class Turn(BaseModel):
     caption: str | None = None
     session: int
     index_in_session: int
+    role: str | None = None
+    has_answer: bool | None = None
 
 
 class Session(BaseModel):
-    """One dated session of the conversation; ``date_time`` is the free text of ``session_<n>_date_time``."""
+    """One dated session of the conversation; ``date_time`` is the free text of ``session_<n>_date_time``.
+
+    ``index`` is unique within the conversation (LoCoMo's ``n``; LongMemEval's 1-based haystack position);
+    ``session_id`` is LongMemEval's haystack session id, which can repeat within one haystack (``None`` for
+    LoCoMo)."""
 
     index: int
     date_time: str
     turns: list[Turn]
+    session_id: str | None = None
 
 
 class Probe(BaseModel):
@@ -103,6 +132,34 @@ class Probe(BaseModel):
     invalid_evidence: list[str] = Field(default_factory=list)
     normalised_evidence: list[str] = Field(default_factory=list)
     category: int
+    question_type: str | None = None
+    question_id: str | None = None
+    question_date: str | None = None
+    abstention: bool = False
+    official_evidence: list[str] | None = None
+    evidence_sessions: list[int] | None = None
+
+    @property
+    def type_name(self) -> str:
+        """The probe's question type in words: LongMemEval's ``question_type``, else LoCoMo's category name."""
+        if self.question_type is not None:
+            return self.question_type
+        return CATEGORY_NAMES.get(self.category, str(self.category))
+
+    @property
+    def has_gold(self) -> bool:
+        """Whether the probe has a gold answer to look for: LongMemEval's non-abstention questions; LoCoMo's
+        categories other than 5 (adversarial items hold an ``adversarial_answer`` instead)."""
+        if self.question_type is not None:
+            return not self.abstention
+        return self.category != LOCOMO_ADVERSARIAL
+
+    @property
+    def is_temporal(self) -> bool:
+        """Whether the question is a temporal one: LongMemEval's ``temporal-reasoning``, LoCoMo's category 2."""
+        if self.question_type is not None:
+            return self.question_type == LME_TEMPORAL
+        return self.category == LOCOMO_TEMPORAL
 
 
 class Observation(BaseModel):
@@ -134,10 +191,17 @@ class Conversation(BaseModel):
     source: str
     observations: list[Observation] | None = None
     summaries: dict[int, str] | None = None
+    workload: str = "locomo"
 
     def recorded_unavailable(self, kind: str) -> str | None:
         """Why the recorded ``kind`` (``"observation"`` or ``"summary"``) cannot be used for this conversation,
         or ``None`` when it can."""
+        if kind not in ("observation", "summary"):
+            raise ValueError(f"unknown recorded kind {kind!r} (expected 'observation' or 'summary')")
+        if self.workload == "longmemeval":
+            return (f"{self.sample_id} ({self.source}) is a LongMemEval question: LongMemEval records no LM "
+                    f"{'facts' if kind == 'observation' else 'session summaries'} (LoCoMo's "
+                    f"'{'observation' if kind == 'observation' else 'session_summary'}' field has no counterpart there)")
         if kind == "observation":
             if self.observations is None:
                 return f"{self.sample_id} ({self.source}) has no 'observation' field"
