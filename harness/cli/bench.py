@@ -513,3 +513,125 @@ def hosts(
                        runs=runs, isolation=isolation, work_dir=work_dir)
 
     _run(go, out, quick, progress, seed=seed)
+
+
+@app.command("longmemeval")
+def longmemeval(
+    protocol: Annotated[str, typer.Option(
+        "--protocol", help="'designs' (the default): every memory design's delivered evidence on LongMemEval "
+                           "questions (and QA with --lm); 'longmemeval': the official retrieval protocol "
+                           "(BM25 and dense retrievers, session and turn granularity, paper and strict "
+                           "averaging) beside the published numbers.")] = "designs",
+    data: Annotated[Path | None, typer.Option("--data", help="LongMemEval file (default: "
+                                                             "$MEMSIM_LONGMEMEVAL_DATA, else the copy `memsim data "
+                                                             "fetch longmemeval-s` placed in the data folder).")
+                    ] = None,
+    retrievers: Annotated[str | None, typer.Option(
+        "--retrievers", help="With --protocol longmemeval: comma-separated bm25, minilm (default both).")] = None,
+    encoder: Annotated[str | None, typer.Option(
+        "--encoder", help="With --protocol longmemeval: the dense retriever's weights, 'minilm' (the default, "
+                          "all-MiniLM-L6-v2) or a local Hugging Face model folder (e.g. Contriever).")] = None,
+    arms: Annotated[str | None, typer.Option("--arms", help="With --protocol designs: comma-separated arms (as "
+                                                           "memsim bench locomo).")] = None,
+    arm_class: Annotated[list[str] | None, typer.Option(
+        "--arm-class", help="With --protocol designs: your own arm, package.module:Class (repeatable).")] = None,
+    k: Annotated[list[int] | None, typer.Option("--k", min=1, help="With --protocol designs: top-K of ranked arms "
+                                                                   "(repeatable).")] = None,
+    lm: Annotated[str | None, typer.Option("--lm", help="With --protocol designs: the reader's dspy LM "
+                                                        "string.")] = None,
+    lm_base: Annotated[str | None, typer.Option("--lm-base", help="api_base for --lm.")] = None,
+    judge_lm: Annotated[str | None, typer.Option("--judge-lm", help="With --protocol designs: the judge's LM "
+                                                                    "(official: gpt-4o-2024-08-06).")] = None,
+    judge_lm_base: Annotated[str | None, typer.Option("--judge-lm-base", help="api_base for --judge-lm.")] = None,
+    reader_prompt: Annotated[str, typer.Option("--reader-prompt", help="With --protocol designs: con "
+                                                                       "(chain-of-note, the default) or "
+                                                                       "direct.")] = "con",
+    workers: Annotated[int, typer.Option("--workers", help="Questions evaluated at once, each worker its own "
+                                                           "process (one torch thread); results identical for "
+                                                           "any value.")] = 1,
+    executor: Annotated[str, typer.Option("--executor", help="'local' (processes) or 'ray'.")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster to join (only with --executor "
+                                                                  "ray).")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="The first N questions (after --types).")] = None,
+    types: Annotated[str | None, typer.Option("--types", help="Comma-separated question types to keep.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="The first 20 questions only (after --types).")] = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    progress: ProgressOpt = True,
+) -> None:
+    """LongMemEval: the memory designs on its questions (--protocol designs) or its official retrieval protocol
+    (--protocol longmemeval). Writes longmemeval.{json,md,png} or longmemeval-protocol.{json,md,png}."""
+    from harness.workloads.longmemeval import QUESTION_TYPES, LongMemEvalDataError, resolve_longmemeval_path
+
+    if protocol not in ("designs", "longmemeval"):
+        raise bad_option("--protocol", protocol, ("designs", "longmemeval"))
+    if limit is not None and limit < 1:
+        raise bad_option("--limit", limit, "at least 1")
+    if workers < 1:
+        raise bad_option("--workers", workers, "at least 1")
+    if executor not in ("local", "ray"):
+        raise bad_option("--executor", executor, ("local", "ray"))
+    if address and executor != "ray":
+        raise bad_option("--address", None, "needs --executor ray")
+    type_list = _names([types] if types is not None else None)
+    if types is not None and not type_list:
+        raise bad_option("--types", types, QUESTION_TYPES)
+    for t in type_list or []:
+        if t not in QUESTION_TYPES:
+            raise bad_option("--types", t, QUESTION_TYPES)
+    if protocol == "longmemeval":
+        from harness.workloads.lme_retrieval import parse_retrievers, resolve_encoder
+
+        for name, given in (("--arms", arms), ("--arm-class", arm_class), ("--k", k), ("--lm", lm),
+                            ("--lm-base", lm_base), ("--judge-lm", judge_lm), ("--judge-lm-base", judge_lm_base)):
+            if given:
+                raise bad_option(name, None, "applies to --protocol designs only")
+        try:
+            names = parse_retrievers(retrievers)
+        except ValueError as exc:
+            raise bad_option("--retrievers", retrievers, " ".join(str(exc).split())) from None
+        if encoder is not None and "minilm" not in names:
+            raise bad_option("--encoder", None, "applies to the dense retriever (minilm) only")
+        try:
+            if "minilm" in names:
+                resolve_encoder(encoder)
+        except ValueError as exc:
+            raise bad_option("--encoder", encoder, " ".join(str(exc).split())) from None
+        try:
+            resolve_longmemeval_path(data)
+        except LongMemEvalDataError as exc:
+            raise fail(str(exc)) from None
+        from benchmarks import longmemeval_protocol as proto
+
+        _run(proto.run, out, quick, progress, seed=seed, data=data, retrievers=names, encoder=encoder,
+             limit=limit, types=type_list, workers=workers, executor=executor, address=address, echo=_echo)
+        return
+    for name, given in (("--retrievers", retrievers), ("--encoder", encoder)):
+        if given is not None:
+            raise bad_option(name, None, "applies to --protocol longmemeval only")
+    if reader_prompt not in ("con", "direct"):
+        raise bad_option("--reader-prompt", reader_prompt, ("con", "direct"))
+    try:
+        resolve_longmemeval_path(data)
+    except LongMemEvalDataError as exc:
+        raise fail(str(exc)) from None
+    from benchmarks import longmemeval as designs
+
+    _run(designs.run, out, quick, progress, seed=seed, data=data, arms=arms, arm_classes=arm_class,
+         **({"k_values": tuple(k)} if k else {}), lm=lm, lm_base=lm_base, judge_lm=judge_lm, judge_lm_base=judge_lm_base,
+         reader_prompt=reader_prompt, workers=workers, executor=executor, address=address, limit=limit,
+         types=type_list, echo=_echo)
+
+
+@app.command("longmemeval-scale")
+def longmemeval_scale(
+    quick: QuickOpt = False,
+    out: OutOpt = None,
+    seed: SeedOpt = 0,
+    progress: ProgressOpt = True,
+) -> None:
+    """LongMemEval at scale on generated LongMemEval-format files (benchmarks.longmemeval_scale; its own
+    options: python -m benchmarks.longmemeval_scale --help). Writes its results to --out."""
+    from benchmarks import longmemeval_scale as mod
+
+    _run(_main_argv(mod), out, quick, progress, seed=seed)

@@ -1,0 +1,330 @@
+"""``memsim bench longmemeval --protocol longmemeval``: LongMemEval's official retrieval protocol on a file.
+
+Every question of the file (or the ``--limit`` / ``--types`` selection; ``--quick`` = the first
+:data:`QUICK_QUESTIONS`) is evaluated on its own haystack by :mod:`harness.workloads.lme_retrieval` (the official
+corpus, gold, metrics and retrievers, see its module docstring), at session and turn granularity, each retriever;
+the turn runs are scored per turn and per session (turn2session). The result rows are the means under the two
+averagings (``paper``: skip ``_abs``; ``strict``: also skip questions without a user evidence turn), each with the
+number of questions it averaged. ``longmemeval-protocol.{json,md,png}`` are written once, when every question is
+done (an interrupted run writes nothing); :func:`docs_page` renders a results JSON beside the published numbers
+(``harness/workloads/data/longmemeval_published.json``: the paper's Table 9 on M, and a port's numbers on S).
+
+Questions are independent: ``workers > 1`` evaluates them in that many spawned processes (one torch thread each,
+models loaded once per process), ``executor="ray"`` as Ray tasks (local cluster, or ``address``); the rows are put
+back in file order before averaging, so every number equals the serial run's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import machine_description, md_table, meta_block, start_run, write_results
+from harness.workloads import lme_retrieval as R
+
+NAME = "longmemeval-protocol"
+QUICK_QUESTIONS = 20
+"""``--quick``: the first 20 questions of the file (after ``--types``)."""
+RELEASE_QUESTIONS = 500
+"""Questions in each published release (S, M, oracle): the progress total when the file is one of them."""
+TABLE_KS = (1, 5, 10, 50)
+
+# --------------------------------------------------------------------------------------------- per-process work
+_WORKER: dict[str, Any] = {}
+
+
+def _retrievers(names: Sequence[str], encoder: str | None) -> dict[str, R.Retriever]:
+    """The retrievers of this process, built once (a dense model loads once per process), keyed by row label."""
+    key = (tuple(names), encoder)
+    if _WORKER.get("key") != key:
+        built: dict[str, R.Retriever] = {}
+        for n in names:
+            r = R.make_retriever(n, encoder=encoder)
+            built[r.name] = r
+        _WORKER.clear()
+        _WORKER.update(key=key, retrievers=built)
+    return _WORKER["retrievers"]
+
+
+def evaluate_question(q: Any, names: Sequence[str], encoder: str | None) -> list[dict[str, Any]]:
+    """Every per-question row of one question (runs in a worker process, a Ray task or this process), each
+    tagged with ``seq`` = the question's position in the file (restores file order after workers)."""
+    return [{**r, "seq": q.index} for r in R.question_rows(q, _retrievers(names, encoder))]
+
+
+def _worker_init() -> None:
+    from benchmarks.common import set_torch_threads
+
+    set_torch_threads(1)
+
+
+def _serial(questions: Iterable[Any], names: Sequence[str], encoder: str | None) -> Iterator[list[dict[str, Any]]]:
+    for q in questions:
+        yield evaluate_question(q, names, encoder)
+
+
+def _local_pool(questions: Iterable[Any], names: Sequence[str], encoder: str | None,
+                workers: int) -> Iterator[list[dict[str, Any]]]:
+    """Questions in ``workers`` spawned processes, at most ``2 * workers`` in flight (bounded memory on M); yields
+    each question's rows as it completes (order restored by the caller)."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_init)
+    try:
+        pending: set[Any] = set()
+        it = iter(questions)
+        exhausted = False
+        while pending or not exhausted:
+            while not exhausted and len(pending) < 2 * workers:
+                try:
+                    q = next(it)
+                except StopIteration:
+                    exhausted = True
+                    break
+                pending.add(pool.submit(evaluate_question, q, list(names), encoder))
+            if not pending:
+                break
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield fut.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ray(questions: Iterable[Any], names: Sequence[str], encoder: str | None, workers: int,
+         address: str | None) -> Iterator[list[dict[str, Any]]]:
+    """Questions as Ray tasks (one CPU each), the same start-up as ``benchmarks.sweep.run_ray`` (its
+    ``import_ray`` and environment), at most ``2 * workers`` in flight."""
+    from benchmarks.sweep import import_ray
+
+    ray = import_ray()
+    started_here = not ray.is_initialized()
+    if started_here:
+        env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
+                            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}}
+        if address:
+            ray.init(address=address, runtime_env=env, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers, include_dashboard=False, runtime_env=env, log_to_driver=False)
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(evaluate_question)
+        pending: list[Any] = []
+        it = iter(questions)
+        exhausted = False
+        while pending or not exhausted:
+            while not exhausted and len(pending) < 2 * workers:
+                try:
+                    pending.append(remote.remote(next(it), list(names), encoder))
+                except StopIteration:
+                    exhausted = True
+            if not pending:
+                break
+            ready, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(ready[0])
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+# --------------------------------------------------------------------------------------------------------- run
+def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[str] = ("bm25", "minilm"),
+        encoder: str | None = None, limit: int | None = None, types: Sequence[str] | None = None,
+        quick: bool = False, workers: int = 1, executor: str = "local", address: str | None = None,
+        track: Callable[..., Any] | None = None, seed: int = 0, data_label: str | None = None,
+        echo: Callable[[str], None] | None = None) -> list[Path]:
+    """Evaluate the file's questions with the official protocol and write ``longmemeval-protocol.{json,md,png}``.
+
+    ``data_label`` replaces the data line of the results (generated files pass the generator's label, e.g.
+    ``data: synthetic, benchmarks.worlds.longmemeval seed 3``); otherwise it is ``describe_data(path)``.
+    ``seed`` is recorded only (nothing here is random). Option errors are one-line ``ValueError`` raised before
+    any work."""
+    from harness.workloads.longmemeval import (
+        LoadStats,
+        describe_data,
+        iter_questions,
+        release_of,
+        resolve_longmemeval_path,
+    )
+
+    names = R.parse_retrievers(retrievers)
+    if "minilm" in names:
+        R.resolve_encoder(encoder)
+    elif encoder is not None:
+        raise ValueError("--encoder applies to the dense retriever (minilm) only")
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be at least 1, got {limit}")
+    if workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {workers}")
+    if executor not in ("local", "ray"):
+        raise ValueError(f"--executor {executor!r}: choose local or ray")
+    if quick:
+        limit = min(limit, QUICK_QUESTIONS) if limit else QUICK_QUESTIONS
+    path = resolve_longmemeval_path(data)
+    stats = LoadStats()
+    questions = iter_questions(path, stats=stats, limit=limit, types=list(types) if types else None)
+    track, t0 = start_run(track)
+    label = data_label or describe_data(path)
+    release = release_of(path)
+    total = RELEASE_QUESTIONS if release and not types else None  # a known release: 500 questions
+    if limit is not None:
+        total = min(limit, total) if total else limit  # an upper bound when --types filters too
+    if executor == "ray":
+        stream = _ray(questions, names, encoder, workers, address)
+    elif workers > 1:
+        stream = _local_pool(questions, names, encoder, workers)
+    else:
+        stream = _serial(questions, names, encoder)
+    done: list[list[dict[str, Any]]] = []
+    for rows in track(stream, description="LongMemEval questions", total=total):
+        done.append(rows)
+    rows_all = _in_order(done)
+    result_rows = R.aggregate(rows_all)
+    wall = time.perf_counter() - t0
+    payload = {
+        "benchmark": NAME,
+        "protocol": "longmemeval (official retrieval evaluation, src/retrieval of xiaowu0162/LongMemEval)",
+        "data": label,
+        "data_file": path.name,
+        "release": release,
+        "n_questions": stats.questions,
+        "load": {"read": stats.read, "unknown_fields": dict(stats.unknown_fields),
+                 "duplicate_question_ids": dict(stats.duplicate_question_ids)},
+        "config": {"retrievers": list(dict.fromkeys(r["retriever"] for r in result_rows)), "encoder": encoder,
+                   "limit": limit, "types": list(types) if types else None, "quick": quick,
+                   "quick_questions": QUICK_QUESTIONS if quick else None, "workers": workers, "executor": executor,
+                   "ks": list(R.KS), "granularities": list(R.GRANULARITIES), "averagings": list(R.AVERAGINGS)},
+        "rows": result_rows,
+        "wall_s": wall,
+        "meta": {"machine": machine_description(), "seeds": {"seed": seed}, "quick": quick, "wall_s": wall,
+                 "workers": workers, "executor": executor},
+    }
+    if echo:
+        echo(f"{stats.questions} questions from {label}")
+    return write_results(out_dir, NAME, payload, render_markdown(payload), _figure(payload))
+
+
+def _in_order(done: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per-question rows in file order (workers complete out of order), without their ``seq`` tag: the means are
+    then summed in the same order as a serial run's, so they are equal to the last bit."""
+    rows = [r for rs in sorted((rs for rs in done if rs), key=lambda rs: rs[0]["seq"]) for r in rs]
+    return [{k: v for k, v in r.items() if k != "seq"} for r in rows]
+
+
+# ------------------------------------------------------------------------------------------------------ render
+def published() -> list[dict[str, Any]]:
+    """The published rows (``harness/workloads/data/longmemeval_published.json``)."""
+    text = resources.files("harness.workloads").joinpath("data/longmemeval_published.json").read_text("utf-8")
+    return json.loads(text)["rows"]
+
+
+def _row_label(r: dict[str, Any]) -> list[Any]:
+    return [r["retriever"], r["granularity"], r["scored_as"], r["averaging"], r["questions"]]
+
+
+def _tables(payload: dict[str, Any]) -> list[str]:
+    head = ["retriever", "granularity", "scored as", "averaging", "n"]
+    rows = payload["rows"]
+    out = []
+    for metric in ("recall_all", "ndcg_any", "recall_any"):
+        out += [f"**{metric}@k**", "",
+                md_table(head + [f"@{k}" for k in R.KS],
+                         [_row_label(r) + [r["metrics"].get(f"{metric}@{k}") for k in R.KS] for r in rows]), ""]
+    return out
+
+
+def _published_table() -> str:
+    cols = ("recall_all@5", "ndcg_any@5", "recall_all@10", "ndcg_any@10", "recall_any@5")
+    return md_table(["published: source", "data", "retriever", "granularity", "scored as", "averaging", "n", *cols],
+                    [[p["source"], p["data"], p["label"], p["granularity"], p["scored_as"] or "not stated",
+                      p["averaging"], p["questions"], *[p["metrics"].get(c) for c in cols]] for p in published()])
+
+
+def render_markdown(payload: dict[str, Any]) -> str:
+    """The results file's Markdown: the data line, one table per metric family, the published numbers apart."""
+    c = payload["config"]
+    quick = f" Quick run: the first {c['quick_questions']} questions only." if c.get("quick") else ""
+    out = [f"# LongMemEval retrieval, official protocol ({payload['n_questions']} questions)", "",
+           f"Data: {payload['data']}.{quick} Types: {', '.join(c['types']) if c.get('types') else 'all'}. "
+           f"Retrievers: {', '.join(c['retrievers'])}. Averaging `paper` skips the abstention (`_abs`) questions, "
+           "`strict` also skips questions without a user evidence turn; n = questions averaged. A turn run scored "
+           "as `session` is the official turn2session scoring.", ""]
+    out += _tables(payload)
+    out += ["**Published numbers** (not measured here; the paper's are on LongMemEval M):", "", _published_table(), "",
+            meta_block(payload["meta"])]
+    return "\n".join(out)
+
+
+def _figure(payload: dict[str, Any]) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, metric in zip(axes, ("recall_all", "ndcg_any"), strict=True):
+        keys = list(dict.fromkeys((r["retriever"], r["granularity"], r["scored_as"]) for r in payload["rows"]))
+        colours = plt.get_cmap("tab10")
+        for r in payload["rows"]:
+            ys = [r["metrics"].get(f"{metric}@{k}") for k in R.KS]
+            if any(y is None for y in ys):
+                continue
+            colour = colours(keys.index((r["retriever"], r["granularity"], r["scored_as"])) % 10)
+            ax.plot(list(R.KS), ys, marker="o", linestyle="-" if r["averaging"] == "paper" else "--", color=colour,
+                    label=f"{r['retriever']} {r['granularity']}->{r['scored_as']} ({r['averaging']}, n={r['questions']})")
+        ax.set_xscale("log")
+        ax.set_xticks(list(R.KS), [str(k) for k in R.KS])
+        ax.set_xlabel("k")
+        ax.set_ylabel(f"{metric}@k")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"LongMemEval official retrieval protocol: {payload['data']}", fontsize=9)
+    return fig
+
+
+def _matches(run_row: dict[str, Any], pub: dict[str, Any]) -> bool:
+    ret = run_row["retriever"].lower()
+    family = "bm25" if ret == "bm25" else ("contriever" if "contriever" in ret else
+                                           "stella-v5-1.5b" if "stella" in ret else None)
+    return (family == pub["retriever"] and run_row["granularity"] == pub["granularity"]
+            and run_row["averaging"] == pub["averaging"]
+            and (pub["scored_as"] is None or pub["scored_as"] == run_row["scored_as"]))
+
+
+def docs_page(payload: dict[str, Any]) -> str:
+    """The docs page of a results JSON: what was run on what data, the measured rows, and beside them the
+    published numbers of the same retriever, granularity and averaging (marked ``published``, with their data:
+    the paper's are on M; MiniLM has no published row)."""
+    c = payload["config"]
+    cols = ("recall_all@5", "ndcg_any@5", "recall_all@10", "ndcg_any@10")
+    beside = []
+    for r in payload["rows"]:
+        beside.append(["measured", payload["data"], *_row_label(r), *[r["metrics"].get(m) for m in cols]])
+        for p in published():
+            if _matches(r, p):
+                beside.append([f"published ({p['source']})", p["data"], p["label"], p["granularity"],
+                               p["scored_as"] or "not stated", p["averaging"], p["questions"],
+                               *[p["metrics"].get(m) for m in cols]])
+    out = ["# LongMemEval retrieval (official protocol)", "",
+           "memsim reproduces LongMemEval's official retrieval evaluation (user-turn corpus, gold = ids containing "
+           "`answer`, recall_any / recall_all / ndcg_any with the official DCG, turn2session) with BM25 and the "
+           "flat-contriever dense path on all-MiniLM-L6-v2 weights (the paper used Contriever and Stella; a local "
+           "Contriever folder plugs in with `--encoder PATH`). Run it with `memsim bench longmemeval --protocol "
+           "longmemeval --data FILE`.", "",
+           f"This run: {payload['n_questions']} questions of {payload['data']}"
+           f"{' (quick: the first ' + str(c['quick_questions']) + ' questions)' if c.get('quick') else ''}; "
+           f"wall time {payload['wall_s']:.0f} s.", "",
+           "## Measured, with the published numbers beside", "",
+           "Rows marked *published* were not measured here: the paper's Table 9 is on LongMemEval M (n = 470, "
+           "paper averaging), the port's rows on the original S release. Numbers on different data are not "
+           "expected to agree.", "",
+           md_table(["", "data", "retriever", "granularity", "scored as", "averaging", "n", *cols], beside), "",
+           "## Every metric of this run", ""]
+    out += _tables(payload)
+    out += ["## Published numbers", "", _published_table(), "", meta_block(payload["meta"])]
+    return "\n".join(out) + "\n"

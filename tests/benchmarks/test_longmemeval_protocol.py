@@ -1,0 +1,152 @@
+"""``benchmarks.longmemeval_protocol`` and ``memsim bench longmemeval --protocol longmemeval`` on small files in
+the released schema (BM25 only: fast, no model load)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from benchmarks import longmemeval_protocol as P
+from tests.harness import lme_fixture as fx
+from tests.harness import lme_reference as ref
+
+
+@pytest.fixture()
+def quirky(tmp_path: Path) -> Path:
+    return fx.write(tmp_path / "quirky.json", fx.quirky_questions())
+
+
+def many(path: Path, n: int) -> Path:
+    """``n`` questions with varied haystacks (each a user evidence session among fillers)."""
+    qs = []
+    words = ["dog", "violin", "library", "bike", "pasta", "garden", "paris", "chess"]
+    for i in range(n):
+        w = words[i % len(words)]
+        sessions = [(f"filler_{j}", "2023/05/01 (Mon) 10:00",
+                     [fx.user(f"tell me about {words[(i + j) % len(words)]} and more {j}"), fx.assistant("ok")])
+                    for j in range(4)]
+        sessions.insert(i % 5, (f"answer_{i}_1", "2023/05/02 (Tue) 10:00",
+                                [fx.assistant("hello"), fx.user(f"my {w} is great", True),
+                                 fx.user("thanks", False)]))
+        qs.append(fx.question(f"q{i}" + ("_abs" if i % 7 == 6 else ""), fx_type(i), f"what about my {w} ?", "x",
+                              "2023/06/01 (Thu) 10:00", sessions))
+    return fx.write(path, qs)
+
+
+def fx_type(i: int) -> str:
+    from harness.workloads.longmemeval import QUESTION_TYPES
+
+    return QUESTION_TYPES[i % len(QUESTION_TYPES)]
+
+
+def test_run_writes_rows_matching_the_independent_reference(quirky: Path, tmp_path: Path) -> None:
+    paths = P.run(tmp_path / "out", data=quirky, retrievers=("bm25",))
+    assert sorted(p.name for p in paths) == [f"{P.NAME}.{e}" for e in ("json", "md", "png")]
+    payload = json.loads((tmp_path / "out" / f"{P.NAME}.json").read_text())
+    assert payload["n_questions"] == 5 and "not a published release" in payload["data"]
+    rows = {(r["granularity"], r["scored_as"], r["averaging"]): r for r in payload["rows"]}
+    assert len(rows) == 6 and {r["retriever"] for r in payload["rows"]} == {"bm25"}
+    entries = fx.quirky_questions()
+    for gran in ("session", "turn"):
+        logs = [(e, ref.evaluate_entry(e, gran)) for e in entries]
+        for avg in ("paper", "strict"):
+            n, means = ref.average(logs, avg)
+            for scored in means:
+                row = rows[(gran, scored, avg)]
+                assert row["questions"] == n
+                for name, v in means[scored].items():
+                    assert row["metrics"][name] == pytest.approx(v, abs=1e-12), (gran, scored, avg, name)
+    md = (tmp_path / "out" / f"{P.NAME}.md").read_text()
+    assert "Published numbers" in md and "LongMemEval M" in md
+
+
+def test_workers_give_the_serial_numbers(tmp_path: Path) -> None:
+    data = many(tmp_path / "many.json", 12)
+    serial = P.run(tmp_path / "s", data=data, retrievers="bm25")[0]
+    pooled = P.run(tmp_path / "p", data=data, retrievers="bm25", workers=2)[0]
+    a, b = json.loads(serial.read_text()), json.loads(pooled.read_text())
+    assert a["rows"] == b["rows"] and a["n_questions"] == b["n_questions"] == 12
+
+
+def test_quick_limit_types_and_progress_total(tmp_path: Path) -> None:
+    data = many(tmp_path / "many.json", 25)
+    seen: list[tuple[str, int | None]] = []
+
+    def track(it, description="", total=None):  # type: ignore[no-untyped-def]
+        seen.append((description, total))
+        yield from it
+
+    payload = json.loads(P.run(tmp_path / "q", data=data, retrievers="bm25", quick=True, track=track)[0]
+                         .read_text())
+    assert payload["n_questions"] == P.QUICK_QUESTIONS and payload["config"]["quick"] is True
+    assert seen == [("LongMemEval questions", P.QUICK_QUESTIONS)]
+    payload = json.loads(P.run(tmp_path / "t", data=data, retrievers="bm25", types=["multi-session"],
+                               limit=3)[0].read_text())
+    assert payload["n_questions"] == 3
+    assert all(t == "multi-session" for r in payload["rows"] for t in r["types"])
+
+
+def test_an_interrupted_run_writes_nothing(quirky: Path, tmp_path: Path) -> None:
+    def track(it, description="", total=None):  # type: ignore[no-untyped-def]
+        for i, x in enumerate(it):
+            if i == 2:
+                raise KeyboardInterrupt
+            yield x
+
+    with pytest.raises(KeyboardInterrupt):
+        P.run(tmp_path / "out", data=quirky, retrievers="bm25", track=track)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_docs_page_puts_published_numbers_beside(quirky: Path, tmp_path: Path) -> None:
+    payload = json.loads(P.run(tmp_path / "out", data=quirky, retrievers="bm25")[0].read_text())
+    page = P.docs_page(payload)
+    pub = [p for p in P.published() if p["retriever"] == "bm25" and p["granularity"] == "session"
+           and p["averaging"] == "paper"]
+    assert {p["data"] for p in pub} == {"LongMemEval M", "LongMemEval S (original release)"}
+    assert "published (paper Table 9) | LongMemEval M | BM25 | session" in page
+    assert "0.634" in page and "0.764" in page  # the paper's M row and the port's S row, from the data file
+    assert "Contriever" in page  # the published table lists every published row
+
+
+def _cli(args: list[str]):  # type: ignore[no-untyped-def]
+    from harness.cli.main import app
+
+    return CliRunner().invoke(app, ["bench", "longmemeval", *args])
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--limit", "0"], "--limit"),
+    (["--types", "multi-session,nonsense"], "nonsense"),
+    (["--retrievers", "bm25,tfidf"], "tfidf"),
+    (["--encoder", "/nonexistent/model"], "--encoder"),
+])
+def test_cli_option_errors_are_one_line_before_any_work(args: list[str], needle: str, quirky: Path,
+                                                        tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = _cli(["--protocol", "longmemeval", "--data", str(quirky), "--out", str(out), "--no-progress", *args])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in res.output
+    assert not out.exists()
+
+
+def test_cli_runs_the_protocol(quirky: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = _cli(["--protocol", "longmemeval", "--data", str(quirky), "--retrievers", "bm25", "--out", str(out),
+                "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert (out / f"{P.NAME}.json").exists() and "5 questions" in res.output
+    res = _cli(["--protocol", "longmemeval", "--data", str(tmp_path / "missing.json"), "--out", str(out)])
+    assert res.exit_code == 1 and len([ln for ln in res.output.splitlines() if ln.strip()]) == 1
+
+
+@pytest.mark.slow
+def test_ray_executor_gives_the_serial_numbers(quirky: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    a = json.loads(P.run(tmp_path / "r", data=quirky, retrievers="bm25", executor="ray", workers=2)[0].read_text())
+    b = json.loads(P.run(tmp_path / "s", data=quirky, retrievers="bm25")[0].read_text())
+    assert a["rows"] == b["rows"] and a["config"]["executor"] == "ray"
