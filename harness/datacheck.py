@@ -1,4 +1,4 @@
-"""Checks of a user's data before memsim reads it: an AgentFly checkout and LoCoMo conversations.
+"""Checks of a user's data before memsim reads it: an AgentFly checkout, LoCoMo conversations, LongMemEval files.
 
 Each check returns a :class:`FileReport` per file: how many rows it has, the shapes (key sets) of those rows, the
 quirks found (things the simulators reproduce rather than repair, with the claim they relate to), and ``errors``
@@ -455,3 +455,167 @@ def _through_loader(path: Path, rep: FileReport) -> None:
     if turns != rep.facts["turns"] or probes != rep.facts["qa"]:
         rep.quirks.append(f"load_locomo keeps {turns} turns / {probes} probes of the file's "
                           f"{rep.facts['turns']} / {rep.facts['qa']}")
+
+
+# --------------------------------------------------------------------------------------------------- LongMemEval
+def _spread(values: list[int]) -> dict[str, float | int]:
+    """min / median / max of a list of counts (empty: all 0)."""
+    import statistics
+
+    if not values:
+        return {"min": 0, "median": 0, "max": 0}
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def check_longmemeval(path: Path) -> list[FileReport]:
+    """Check one LongMemEval file by streaming it through the loader (:func:`iter_questions`, never one
+    ``json.load``): the loader's strict rules make a file unusable (one error naming question and field), its
+    lenient rules' counts become facts and quirks, and the release (by sha256) is named.
+
+    Facts: questions per type, abstention questions, sessions and turns per question (min/median/max), duplicate
+    session ids within a haystack, out-of-order dates, sessions dated after their question, unknown fields,
+    ``has_answer`` true turns on the user and the assistant side, questions without a user evidence turn (the
+    official strict averaging drops them), and the question counts of the two official averagings."""
+    from harness.workloads.longmemeval import (
+        LoadStats,
+        LongMemEvalDataError,
+        describe_data,
+        iter_questions,
+        parse_date,
+    )
+
+    path = Path(path)
+    rep = FileReport(str(path), "LongMemEval questions")
+    if not path.exists():
+        rep.errors.append("no such file")
+        return [rep]
+    if path.is_dir():
+        rep.errors.append("a folder: give one LongMemEval file (a JSON array of question objects)")
+        return [rep]
+    st = LoadStats()
+    sessions_per_q: list[int] = []
+    turns_per_q: list[int] = []
+    shapes: Counter = Counter()
+    abstention = 0
+    abs_types: Counter = Counter()
+    dup_questions = dup_extra = 0
+    out_of_order_q = after_q = after_sessions = 0
+    user_true = asst_true = 0
+    no_user_evidence = no_user_evidence_non_abs = 0
+    evidence_sessions_without_user_evidence = 0
+    start_assistant = non_alternating = blank = 0
+    occurrences = 0
+    try:
+        for q in iter_questions(path, stats=st):
+            keys = ["question_id", "question_type", "question", "answer", "question_date", "haystack_session_ids",
+                    "haystack_dates", "haystack_sessions"]
+            if q.answer_session_ids is not None:
+                keys.append("answer_session_ids")
+            shapes[",".join(sorted(keys + q.unknown_fields))] += 1
+            if q.abstention:
+                abstention += 1
+                abs_types[q.question_type] += 1
+            sessions_per_q.append(len(q.sessions))
+            turns_per_q.append(q.n_turns)
+            occurrences += len(q.sessions)
+            ids = Counter(s.session_id for s in q.sessions)
+            extra = sum(n - 1 for n in ids.values() if n > 1)
+            if extra:
+                dup_questions += 1
+                dup_extra += extra
+            dates = [parse_date(s.date) for s in q.sessions]
+            known = [d for d in dates if d is not None]
+            if any(b < a for a, b in zip(known, known[1:], strict=False)):
+                out_of_order_q += 1
+            qd = parse_date(q.question_date)
+            late = sum(1 for d in known if qd is not None and d > qd)
+            if late:
+                after_q += 1
+                after_sessions += late
+            for s in q.sessions:
+                roles = [t.role for t in s.turns]
+                if roles and roles[0] == "assistant":
+                    start_assistant += 1
+                if any(a == b for a, b in zip(roles, roles[1:], strict=False)):
+                    non_alternating += 1
+                blank += sum(1 for t in s.turns if not t.content.strip())
+                user_true += sum(1 for t in s.turns if t.role == "user" and t.has_answer is True)
+                asst_true += sum(1 for t in s.turns if t.role == "assistant" and t.has_answer is True)
+                if s.is_answer_session and not any(t.role == "user" and t.has_answer for t in s.turns):
+                    evidence_sessions_without_user_evidence += 1
+            if not q.has_user_evidence():
+                no_user_evidence += 1
+                no_user_evidence_non_abs += not q.abstention
+    except LongMemEvalDataError as exc:
+        rep.errors.append(str(exc).removeprefix(f"{path}: "))
+    rep.rows = st.questions
+    rep.shapes = dict(shapes.most_common())
+    rep.facts = {
+        "release": describe_data(path).removeprefix(f"{path.name}: "),
+        "questions_by_type": dict(st.question_types),
+        "abstention": abstention,
+        "abstention_by_type": dict(abs_types),
+        "sessions_per_question": _spread(sessions_per_q),
+        "turns_per_question": _spread(turns_per_q),
+        "session_occurrences": occurrences,
+        "turns": sum(turns_per_q),
+        "has_answer_true_turns": {"user": user_true, "assistant": asst_true},
+        "questions_without_user_evidence": no_user_evidence,
+        "averaging_n": {"paper": st.questions - abstention,
+                        "strict": st.questions - abstention - no_user_evidence_non_abs},
+        "unknown_fields": dict(st.unknown_fields),
+    }
+    q_ = rep.quirks
+    if dup_questions:
+        q_.append(f"{dup_questions} question(s) list a session id more than once ({dup_extra} extra occurrence(s)); "
+                  "every occurrence is kept, as the official code keeps it")
+    if st.duplicate_question_ids:
+        q_.append(f"{len(st.duplicate_question_ids)} question id(s) occur more than once in the file "
+                  f"({sum(st.duplicate_question_ids.values())} extra); each occurrence is scored, but files keyed "
+                  "by question id (hypotheses) cannot tell them apart")
+    if out_of_order_q:
+        q_.append(f"{out_of_order_q} question(s) have haystack dates out of order; the haystack is read in file "
+                  "order")
+    if after_q:
+        q_.append(f"{after_sessions} session(s) in {after_q} question(s) are dated after their question")
+    if st.bad_dates:
+        q_.append(f"{st.bad_dates} date(s) do not parse as {'%Y/%m/%d (%a) %H:%M'}; kept as text (the official "
+                  "retrieval code does not parse dates)")
+    if no_user_evidence:
+        q_.append(f"{no_user_evidence} question(s) have no user turn with has_answer true "
+                  f"({no_user_evidence_non_abs} of them not abstention): the strict averaging drops them, the "
+                  "paper averaging scores them recall_all 1, ndcg 0")
+    if evidence_sessions_without_user_evidence:
+        q_.append(f"{evidence_sessions_without_user_evidence} evidence session(s) have no user turn with "
+                  "has_answer true: the official corpus renames them noans (not gold)")
+    if asst_true:
+        q_.append(f"{asst_true} assistant turn(s) have has_answer true: the official corpus (user turns only) "
+                  "cannot deliver them")
+    if st.assistant_evidence_turns_without_has_answer:
+        q_.append(f"{st.assistant_evidence_turns_without_has_answer} assistant turn(s) of evidence sessions have "
+                  "no boolean has_answer (read as absent; no official code reads them)")
+    if st.non_boolean_has_answer:
+        q_.append(f"{st.non_boolean_has_answer} has_answer value(s) are not booleans on turns no official code "
+                  "reads (read as absent)")
+    if start_assistant:
+        q_.append(f"{start_assistant} session(s) start with an assistant turn")
+    if non_alternating:
+        q_.append(f"{non_alternating} session(s) have two turns in a row from the same role")
+    if blank:
+        q_.append(f"{blank} blank turn(s) (kept)")
+    if st.answer_as_number:
+        q_.append(f"{st.answer_as_number} answer(s) are numbers (read as text)")
+    if st.answer_session_ids_absent or st.answer_session_ids_not_a_list:
+        q_.append(f"answer_session_ids absent in {st.answer_session_ids_absent} and not a list of text in "
+                  f"{st.answer_session_ids_not_a_list} question(s) (optional: no official code reads it)")
+    if st.unknown_fields:
+        q_.append(f"unknown fields ignored: {', '.join(f'{k} ({n})' for k, n in st.unknown_fields.most_common())}")
+    if st.unknown_types:
+        q_.append(f"question types outside the six published ones: "
+                  f"{', '.join(f'{k} ({n})' for k, n in st.unknown_types.most_common())} (kept)")
+    if st.other_roles:
+        q_.append(f"turn roles other than user/assistant: "
+                  f"{', '.join(f'{k} ({n})' for k, n in st.other_roles.most_common())} (kept; not in the corpus)")
+    if not rep.errors and st.questions == 0:
+        rep.errors.append("no questions (an empty array)")
+    return [rep]

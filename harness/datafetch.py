@@ -1,9 +1,12 @@
 """``memsim data fetch``: download the public data sets memsim reads, with pinned URLs and sha256 checksums.
 
 The registry (:data:`REGISTRY`) pins every file to one commit of its upstream repository and to the sha256 of its
-bytes, as ``scipy.datasets`` does: LoCoMo's canonical ``locomo10.json`` (the ten conversations in one file) and the
-four AgentFly (Memento, MIT licence) files memsim reads. Files go to the data folder of
-:func:`harness.datapaths.data_home` (``$MEMSIM_DATA_DIR``, else the user cache folder) as
+bytes, as ``scipy.datasets`` does: LoCoMo's canonical ``locomo10.json`` (the ten conversations in one file), the
+four AgentFly (Memento, MIT licence) files memsim reads, and four LongMemEval files (the cleaned release's oracle,
+S and M files and the original release's S file, from their Hugging Face dataset repositories). A bare fetch
+(``all``) takes LoCoMo, AgentFly and the LongMemEval oracle file (15 MB); LongMemEval S (265 MiB) and M (2.5 GiB)
+are fetched only when named (``longmemeval-s``, ``longmemeval-m``, ``longmemeval-s-original``). Files go to the
+data folder of :func:`harness.datapaths.data_home` (``$MEMSIM_DATA_DIR``, else the user cache folder) as
 ``<dataset>/<file name>``, where every command finds them without flags (:mod:`harness.datapaths`).
 
 Guarantees, each tested against a loopback HTTP server:
@@ -36,18 +39,30 @@ from harness.datapaths import data_home
 
 LOCOMO_BASE = "https://raw.githubusercontent.com/snap-research/locomo/3eb6f2c585f5e1699204e3c3bdf7adc5c28cb376/"
 AGENTFLY_BASE = "https://raw.githubusercontent.com/Agent-on-the-Fly/Memento/42fbbcac63dd58ed6856c0761357345a58e4f032/"
-DATASETS = ("locomo", "agentfly")
+LONGMEMEVAL_BASE = ("https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned/resolve/"
+                    "98d7416c24c778c2fee6e6f3006e7a073259d48f/")
+"""The cleaned LongMemEval release (2025-09), pinned to one revision of its Hugging Face dataset repository."""
+LONGMEMEVAL_ORIGINAL_BASE = ("https://huggingface.co/datasets/xiaowu0162/longmemeval/resolve/"
+                             "2ec2a557f339b6c0369619b1ed5793734cc87533/")
+"""The original LongMemEval release (the paper's), pinned likewise; its files have no extension."""
+DATASETS = ("locomo", "agentfly", "longmemeval")
 
 
 @dataclass(frozen=True)
 class DataFile:
-    """One pinned file: the data set it belongs to, its name in the data folder, its URL and checksum."""
+    """One pinned file: the data set it belongs to, its name in the data folder, its URL and checksum.
+
+    ``key`` is the file's own fetch name when it is fetched by name (``longmemeval-s``); such a data set's files
+    are not selected by the data set's name. ``default``: a bare ``memsim data fetch`` (``all``) takes the file;
+    the large LongMemEval files are not, so they are fetched only when named."""
 
     dataset: str
     name: str
     url: str
     sha256: str
     size: int | None = None
+    key: str = ""
+    default: bool = True
 
     def destination(self, home: Path | None = None) -> Path:
         return (home or data_home()) / self.dataset / self.name
@@ -64,7 +79,22 @@ REGISTRY: tuple[DataFile, ...] = (
              "8bda6cb101ef83c86e56fe75e2533c979a5e2cb8c245f113e749c32a36a59f99", 2_482),
     DataFile("agentfly", "deepresearcher.jsonl", AGENTFLY_BASE + "data/deepresearcher.jsonl",
              "5fc51dce7e3e8b62cd3043485626aa07f282c64b541035c707a261993f013cf6", 1_197_424),
+    DataFile("longmemeval", "longmemeval_oracle.json", LONGMEMEVAL_BASE + "longmemeval_oracle.json",
+             "821a2034d219ab45846873dd14c14f12cfe7776e73527a483f9dac095d38620c", 15_388_478,
+             key="longmemeval-oracle"),
+    DataFile("longmemeval", "longmemeval_s_cleaned.json", LONGMEMEVAL_BASE + "longmemeval_s_cleaned.json",
+             "d6f21ea9d60a0d56f34a05b609c79c88a451d2ae03597821ea3d5a9678c3a442", 277_383_467,
+             key="longmemeval-s", default=False),
+    DataFile("longmemeval", "longmemeval_m_cleaned.json", LONGMEMEVAL_BASE + "longmemeval_m_cleaned.json",
+             "9d79e5524794a2e6900a3aa9cb7d9152c5a3e8319c9a87c25494ba1eacee495f", 2_737_100_077,
+             key="longmemeval-m", default=False),
+    DataFile("longmemeval", "longmemeval_s_original.json", LONGMEMEVAL_ORIGINAL_BASE + "longmemeval_s",
+             "08d8dad4be43ee2049a22ff5674eb86725d0ce5ff434cde2627e5e8e7e117894", 278_025_796,
+             key="longmemeval-s-original", default=False),
 )
+"""Every file ``memsim data fetch`` knows. The original release's S file (upstream ``longmemeval_s``, no
+extension) is stored as ``longmemeval_s_original.json`` so that its name says which release it is; the original
+release's oracle file is byte-identical to the cleaned one and is not listed twice."""
 
 FetchKind = Literal["unreachable", "http", "interrupted", "checksum", "storage"]
 
@@ -136,24 +166,62 @@ class RichBar:
             self._progress.update(self._task, completed=self._total)
 
 
-def sha256_of(path: Path) -> str:
+_HASHES: dict[tuple[str, int, int, int, int], str] = {}
+"""sha256 by (resolved path, device, inode, size, mtime in ns): a file is hashed once per process while unchanged
+(LongMemEval M is 2.7 GB; a run that checks its release and then fetches or reports it must not read it twice)."""
+
+
+def sha256_of(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
+    """The sha256 of ``path``'s bytes, streamed in 1 MiB blocks; cached in-process while the file is unchanged.
+    ``on_bytes(n)`` is told each block's size (a progress bar for a big file)."""
+    st = Path(path).stat()
+    key = (str(Path(path).resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key in _HASHES:
+        return _HASHES[key]
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
-    return h.hexdigest()
+            if on_bytes is not None:
+                on_bytes(len(block))
+    _HASHES[key] = h.hexdigest()
+    return _HASHES[key]
+
+
+def fetch_names(registry: Sequence[DataFile] | None = None) -> list[str]:
+    """Every name ``memsim data fetch`` accepts, in registry order: the data sets fetched as a whole, the files
+    fetched by their own name, then ``all``."""
+    registry = REGISTRY if registry is None else registry
+    names = list(dict.fromkeys(f.dataset for f in registry if not f.key))
+    return names + [f.key for f in registry if f.key] + ["all"]
 
 
 def files_for(which: str, registry: Sequence[DataFile] | None = None) -> list[DataFile]:
-    """The registry's files of ``which`` (a data set name or ``all``); ValueError naming the choices otherwise.
+    """The registry's files of ``which``, in registry order; ValueError naming the choices otherwise.
+
+    ``all`` is every default file (LoCoMo, the AgentFly corpora and the LongMemEval oracle file: what the
+    quickstart fetches); a data set name is its files when they are fetched as a whole (``locomo``,
+    ``agentfly``); a file's own name is that file (``longmemeval-s``). The name of a data set fetched file by
+    file (``longmemeval``) is refused with the file names: one name for several GB of downloads would be a trap.
     ``registry`` defaults to :data:`REGISTRY`."""
     registry = REGISTRY if registry is None else registry
-    names = sorted({f.dataset for f in registry})
+    choices = fetch_names(registry)
     if which == "all":
-        return list(registry)
-    if which not in names:
-        raise ValueError(f"unknown data set {which!r}; choose {', '.join(names)} or all")
-    return [f for f in registry if f.dataset == which]
+        return [f for f in registry if f.default]
+    keyed = [f for f in registry if f.key == which]
+    if keyed:
+        return keyed
+    if any(f.dataset == which and not f.key for f in registry):
+        return [f for f in registry if f.dataset == which]
+    by_file = [f for f in registry if f.dataset == which and f.key]
+    if by_file:
+        sizes = ", ".join(f"{f.key}{f' ({_mib(f.size)})' if f.size else ''}" for f in by_file)
+        raise ValueError(f"{which!r} is fetched file by file; choose {sizes} (a bare fetch takes the default ones)")
+    raise ValueError(f"unknown data set {which!r}; choose {', '.join(choices[:-1])} or all")
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size / (1 << 20):.0f} MiB"
 
 
 def _kept(existing: str | None) -> str:
@@ -260,7 +328,7 @@ def fetch(which: str = "all", *, registry: Sequence[DataFile] | None = None, hom
           progress: Callable[[DataFile], ProgressLike | None] | None = None,
           fault_hook: Callable[[str], None] | None = None,
           on_result: Callable[[FetchResult], None] | None = None) -> list[FetchResult]:
-    """Fetch the files of ``which`` (``locomo``, ``agentfly`` or ``all``) into the data folder, in registry order.
+    """Fetch the files of ``which`` (see :func:`files_for`) into the data folder, in registry order.
 
     ``if_reachable``: a file whose server cannot be reached becomes an ``unreachable`` result with a one-line
     warning (and the other files of that host are not tried again) instead of an error; every other failure

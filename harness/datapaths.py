@@ -1,16 +1,19 @@
-"""Where memsim finds its data sets: one resolver for LoCoMo and the AgentFly corpora.
+"""Where memsim finds its data sets: one resolver for LoCoMo, the AgentFly corpora and LongMemEval.
 
 For each data set the first of these that is given wins:
 
-1. the path a command was given (``--data`` for LoCoMo, ``--data-dir`` for the AgentFly corpora);
+1. the path a command was given (``--data`` for LoCoMo and LongMemEval, ``--data-dir`` for the AgentFly corpora);
 2. the environment variable: ``$MEMSIM_LOCOMO_DATA`` (a LoCoMo file or a folder of conversation files, either
-   layout) or ``$MEMSIM_AGENTFLY_DATA`` (a folder holding the AgentFly files side by side);
+   layout), ``$MEMSIM_AGENTFLY_DATA`` (a folder holding the AgentFly files side by side) or
+   ``$MEMSIM_LONGMEMEVAL_DATA`` (one LongMemEval file);
 3. the copy ``memsim data fetch`` placed in the data folder: ``$MEMSIM_DATA_DIR`` when set, else the user cache
    folder (``platformdirs.user_cache_dir("memsim")``, e.g. ``~/.cache/memsim`` on Linux), as
    ``locomo/locomo10.json`` and ``agentfly/<file>.jsonl``. Per-conversation LoCoMo files placed by hand in
    ``locomo/`` (``conv-26.json``, ..., any ``*.json``) are read as a folder when ``locomo10.json`` is not there;
    when it is, it alone is read (the same conversations twice would be refused) and :func:`lookup` says the others
-   are not read.
+   are not read. LongMemEval's fetched files are ``longmemeval/<file>``; when several are there, the first of
+   :data:`LONGMEMEVAL_FILES` is read (S cleaned, S original, M, then the oracle file: "S when several are
+   present", and the oracle file, which every bare fetch brings, never hides a file fetched by name).
 
 A path given explicitly or through an environment variable that does not exist is an error naming it
 (:class:`DataPathError`, one line), never a silent fall-through to the next source: a mistyped path must not turn
@@ -29,6 +32,10 @@ AGENTFLY_ENV = "MEMSIM_AGENTFLY_DATA"
 LOCOMO_FILE = "locomo10.json"
 AGENTFLY_FILES = ("memory.jsonl", "training_data.jsonl", "dummy_memo.jsonl", "deepresearcher.jsonl")
 """The AgentFly files memsim reads, side by side in one folder."""
+LONGMEMEVAL_ENV = "MEMSIM_LONGMEMEVAL_DATA"
+LONGMEMEVAL_FILES = ("longmemeval_s_cleaned.json", "longmemeval_s_original.json", "longmemeval_m_cleaned.json",
+                     "longmemeval_oracle.json")
+"""The fetched LongMemEval files in the order the resolver prefers them when several are in the data folder."""
 
 
 class DataPathError(ValueError):
@@ -71,6 +78,12 @@ def cached_agentfly() -> Path | None:
     """The fetched AgentFly folder when it holds at least one of the known files, else ``None``."""
     d = dataset_dir("agentfly")
     return d if any((d / f).is_file() for f in AGENTFLY_FILES) else None
+
+
+def cached_longmemeval() -> Path | None:
+    """The first of :data:`LONGMEMEVAL_FILES` present in the data folder's ``longmemeval/``, else ``None``."""
+    d = dataset_dir("longmemeval")
+    return next((d / f for f in LONGMEMEVAL_FILES if (d / f).is_file()), None)
 
 
 def _given(explicit: Path | str | None, env: str, option: str) -> tuple[Path, str] | None:
@@ -132,10 +145,36 @@ def resolve_agentfly(explicit: Path | str | None = None, *, option: str = "--dat
                   f"{option} DIR", AGENTFLY_ENV)
 
 
+def find_longmemeval(explicit: Path | str | None = None, *, option: str = "--data") -> Path | None:
+    """The LongMemEval file: ``explicit``, ``$MEMSIM_LONGMEMEVAL_DATA``, then the fetched copy (the first of
+    :data:`LONGMEMEVAL_FILES` present); ``None`` when none is set and nothing was fetched. Raises
+    :class:`DataPathError` when a given path does not exist or is a folder (a LongMemEval data set is one file)."""
+    given = _given(explicit, LONGMEMEVAL_ENV, option)
+    if given is not None:
+        path, source = given
+        if not path.exists():
+            raise DataPathError(f"{path}: no such file ({source})")
+        if path.is_dir():
+            raise DataPathError(f"{path}: a folder ({source}); give one LongMemEval file (a JSON array of questions)")
+        return path
+    return cached_longmemeval()
+
+
+def resolve_longmemeval(explicit: Path | str | None = None, *, option: str = "--data") -> Path:
+    """Like :func:`find_longmemeval`, but nothing found is an error saying how to get the data."""
+    path = find_longmemeval(explicit, option=option)
+    if path is None:
+        raise DataPathError(f"{dataset_dir('longmemeval')}: no LongMemEval file found; run `memsim data fetch "
+                            f"longmemeval-s` (or longmemeval-oracle), pass {option} FILE or set ${LONGMEMEVAL_ENV}")
+    return path
+
+
 def lookup(dataset: str) -> tuple[Path | None, str, list[str]]:
-    """Where the commands would find ``dataset`` (``locomo`` or ``agentfly``) without a path option:
-    ``(path or None, where it came from, every place looked at with what was found there)``, for a report that
-    names each data set whether or not it was found."""
+    """Where the commands would find ``dataset`` (``locomo``, ``agentfly`` or ``longmemeval``) without a path
+    option: ``(path or None, where it came from, every place looked at with what was found there)``, for a report
+    that names each data set whether or not it was found."""
+    if dataset == "longmemeval":
+        return _lookup_longmemeval()
     env, found_cached = (LOCOMO_ENV, cached_locomo) if dataset == "locomo" else (AGENTFLY_ENV, cached_agentfly)
     looked: list[str] = []
     value = os.environ.get(env)
@@ -163,3 +202,18 @@ def lookup(dataset: str) -> tuple[Path | None, str, list[str]]:
         return path, "the copy in the data folder", looked
     looked.append(f"{d} ({'holds none of ' + ', '.join(AGENTFLY_FILES) if d.is_dir() else 'absent'})")
     return None, "", looked
+
+
+def _lookup_longmemeval() -> tuple[Path | None, str, list[str]]:
+    value = os.environ.get(LONGMEMEVAL_ENV)
+    if value:
+        return Path(value).expanduser(), f"from ${LONGMEMEVAL_ENV}", [f"${LONGMEMEVAL_ENV} = {value}"]
+    looked = [f"${LONGMEMEVAL_ENV} (not set)"]
+    d = dataset_dir("longmemeval")
+    present = [f for f in LONGMEMEVAL_FILES if (d / f).is_file()]
+    if not present:
+        looked.append(f"{d} ({'holds none of ' + ', '.join(LONGMEMEVAL_FILES) if d.is_dir() else 'absent'})")
+        return None, "", looked
+    note = f"; {', '.join(present[1:])} also there, not read while it is" if present[1:] else ""
+    looked.append(f"{d / present[0]} (found{note})")
+    return d / present[0], "the copy in the data folder", looked

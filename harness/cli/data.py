@@ -15,8 +15,8 @@ from harness.cli.boundary import bad_option, err_console, error_line, fail, make
 if TYPE_CHECKING:
     from harness.datafetch import FetchResult
 
-app = typer.Typer(help="Data sets memsim reads: fetch LoCoMo and the AgentFly corpora (pinned, checksummed) and "
-                       "check a copy before using it.", no_args_is_help=True)
+app = typer.Typer(help="Data sets memsim reads: fetch LoCoMo, the AgentFly corpora and LongMemEval (pinned, "
+                       "checksummed) and check a copy before using it.", no_args_is_help=True)
 console = make_console()  # markup and emoji off: paths and messages print as given
 
 
@@ -36,7 +36,7 @@ def _facts(rep_facts: dict[str, object]) -> str:
     return "\n".join(parts)
 
 
-def _looked_up(title: str, dataset: str, option: str) -> Path | None:
+def _looked_up(title: str, dataset: str, option: str, fetch_name: str | None = None) -> Path | None:
     """Say where ``dataset`` was looked for and what was found (found or not), and return its path or ``None``."""
     from harness.datapaths import lookup
 
@@ -44,7 +44,8 @@ def _looked_up(title: str, dataset: str, option: str) -> Path | None:
     if path is not None:
         console.print(f"{title}: {path} ({source})", soft_wrap=True)
     else:
-        console.print(f"{title}: not found (run `memsim data fetch {dataset}`, or give {option})", soft_wrap=True)
+        console.print(f"{title}: not found (run `memsim data fetch {fetch_name or dataset}`, or give {option})",
+                      soft_wrap=True)
     for where in looked:  # one line each, never wrapped: the place (a path) and what was found there stay together
         console.print(f"  looked at {where}", soft_wrap=True)
     return path
@@ -87,26 +88,31 @@ def check(
     locomo: Annotated[Path | None, typer.Option(
         "--locomo", help="LoCoMo file (locomo10.json or conv-*.json) or a folder of them. "
                          "Default: $MEMSIM_LOCOMO_DATA.")] = None,
+    longmemeval: Annotated[Path | None, typer.Option(
+        "--longmemeval", help="LongMemEval file (longmemeval_s_cleaned.json, ..., or any file in its schema). "
+                              "Default: $MEMSIM_LONGMEMEVAL_DATA.")] = None,
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="Also write the full report (every count and quirk) to this JSON file.")] = None,
 ) -> None:
     """Check the data sets: rows, shapes and quirks of each file; one `error:` line per unusable file.
 
-    Without options it checks what the other commands would read: $MEMSIM_AGENTFLY_DATA and $MEMSIM_LOCOMO_DATA,
-    else the copies `memsim data fetch` placed in the data folder. Exit status 1 when any file is unusable (a
-    folder holding the same LoCoMo conversation twice is refused). Nothing is modified.
+    Without options it checks what the other commands would read: $MEMSIM_AGENTFLY_DATA, $MEMSIM_LOCOMO_DATA and
+    $MEMSIM_LONGMEMEVAL_DATA, else the copies `memsim data fetch` placed in the data folder. Exit status 1 when
+    any file is unusable (a folder holding the same LoCoMo conversation twice is refused). A LongMemEval file is
+    streamed, never loaded whole. Nothing is modified.
     """
-    from harness.datacheck import DIRECTORY, check_agentfly, check_locomo
-    from harness.datapaths import AGENTFLY_ENV, LOCOMO_ENV
+    from harness.datacheck import DIRECTORY, check_agentfly, check_locomo, check_longmemeval
+    from harness.datapaths import AGENTFLY_ENV, LOCOMO_ENV, LONGMEMEVAL_ENV
 
-    if agentfly is None and locomo is None:  # the data every command would read: environment, then fetched copy
+    if agentfly is None and locomo is None and longmemeval is None:  # what every command would read
         agentfly = _looked_up("AgentFly", "agentfly", "--agentfly DIR")
         locomo = _looked_up("LoCoMo", "locomo", "--locomo PATH")
-        if agentfly is None and locomo is None:
-            raise fail(f"nothing to check: give --agentfly DIR and/or --locomo PATH (or set ${AGENTFLY_ENV} / "
-                       f"${LOCOMO_ENV}, or run `memsim data fetch`)")
+        longmemeval = _looked_up("LongMemEval", "longmemeval", "--longmemeval FILE", "longmemeval-oracle")
+        if agentfly is None and locomo is None and longmemeval is None:
+            raise fail(f"nothing to check: give --agentfly DIR, --locomo PATH and/or --longmemeval FILE (or set "
+                       f"${AGENTFLY_ENV} / ${LOCOMO_ENV} / ${LONGMEMEVAL_ENV}, or run `memsim data fetch`)")
     else:
-        for name, given in (("AgentFly", agentfly), ("LoCoMo", locomo)):
+        for name, given in (("AgentFly", agentfly), ("LoCoMo", locomo), ("LongMemEval", longmemeval)):
             if given is not None:
                 console.print(f"{name}: {given}", soft_wrap=True)
     reports = []
@@ -114,6 +120,8 @@ def check(
         reports += check_agentfly(agentfly)
     if locomo is not None:
         reports += check_locomo(locomo)
+    if longmemeval is not None:
+        reports += check_longmemeval(longmemeval)
     if console.is_terminal and console.width >= 120:
         table = Table(title="memsim data check", show_lines=True)
         for col in ("file", "what", "rows", "shapes (keys: rows)", "facts", "quirks"):
@@ -126,9 +134,11 @@ def check(
         for line in report_blocks(reports, console.width):
             console.print(line, soft_wrap=True)
     if json_out is not None:
-        try:
-            json_out.parent.mkdir(parents=True, exist_ok=True)
-            json_out.write_text(json.dumps([r.to_dict() for r in reports], indent=2) + "\n", encoding="utf-8")
+        from benchmarks.common import write_atomic
+
+        try:  # atomic (temp file + rename), fault-hook step data.check.report
+            write_atomic(json_out, (json.dumps([r.to_dict() for r in reports], indent=2) + "\n").encode("utf-8"),
+                         step="data.check.report")
         except OSError as exc:
             raise fail(f"cannot write {json_out}: {exc.strerror or exc}") from None
         console.print(f"wrote {json_out}", soft_wrap=True)
@@ -142,7 +152,9 @@ def check(
 
 @app.command()
 def fetch(
-    dataset: Annotated[str, typer.Argument(help="Which data set: locomo, agentfly or all.")] = "all",
+    dataset: Annotated[str, typer.Argument(
+        help="Which data: all (the default: locomo, agentfly and longmemeval-oracle), locomo, agentfly, "
+             "longmemeval-oracle, longmemeval-s, longmemeval-m or longmemeval-s-original.")] = "all",
     if_reachable: Annotated[bool, typer.Option(
         "--if-reachable", help="A server that cannot be reached is one warning line per file and exit status 0 "
                                "(for a first run that must also work offline; the commands then skip what needs "
@@ -154,12 +166,15 @@ def fetch(
         "--list", help="Print each file's URL, where it goes and its sha256 (to place it by hand), and whether it is "
                        "there already; download nothing.")] = False,
 ) -> None:
-    """Download LoCoMo (locomo10.json, all ten conversations) and the AgentFly corpora (memory, training_data,
-    dummy_memo, deepresearcher), each pinned to one upstream commit and checked against its sha256.
+    """Download LoCoMo (locomo10.json, all ten conversations), the AgentFly corpora (memory, training_data,
+    dummy_memo, deepresearcher) and LongMemEval, each pinned to one upstream revision and checked against its
+    sha256. Of LongMemEval a bare fetch takes the oracle file (15 MB) only; S (265 MiB, cleaned or original) and M
+    (2.5 GiB) are fetched when named.
 
-    Files go to the data folder ($MEMSIM_DATA_DIR, else the user cache folder) as locomo/locomo10.json and
-    agentfly/<file>.jsonl; every command finds them there without flags ($MEMSIM_LOCOMO_DATA /
-    $MEMSIM_AGENTFLY_DATA, or a command's own --data / --data-dir, take precedence). A file already there with the
+    Files go to the data folder ($MEMSIM_DATA_DIR, else the user cache folder) as locomo/locomo10.json,
+    agentfly/<file>.jsonl and longmemeval/<file>.json; every command finds them there without flags
+    ($MEMSIM_LOCOMO_DATA / $MEMSIM_AGENTFLY_DATA / $MEMSIM_LONGMEMEVAL_DATA, or a command's own --data /
+    --data-dir, take precedence). A file already there with the
     pinned checksum is not downloaded again. A file whose checksum differs is refused and nothing is stored; an
     interrupted download leaves nothing behind. Offline, place a file by hand: the error names where and its
     sha256.
@@ -168,7 +183,7 @@ def fetch(
 
     from harness.datafetch import FetchError, RichBar, files_for
     from harness.datafetch import fetch as fetch_files
-    from harness.datapaths import AGENTFLY_ENV, LOCOMO_ENV, data_home
+    from harness.datapaths import AGENTFLY_ENV, LOCOMO_ENV, LONGMEMEVAL_ENV, data_home
 
     try:
         files = files_for(dataset)
@@ -201,7 +216,7 @@ def fetch(
         raise fail(str(exc)) from None
     _print_paths(got)
     console.print(f"data folder: {data_home()}", soft_wrap=True)
-    for name, env in (("locomo", LOCOMO_ENV), ("agentfly", AGENTFLY_ENV)):
+    for name, env in (("locomo", LOCOMO_ENV), ("agentfly", AGENTFLY_ENV), ("longmemeval", LONGMEMEVAL_ENV)):
         if os.environ.get(env) and any(r.file.dataset == name for r in got):
             console.print(f"note: ${env} is set ({os.environ[env]}); commands read it instead of the fetched "
                           f"{name} copy", soft_wrap=True)

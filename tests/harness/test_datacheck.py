@@ -167,3 +167,85 @@ def test_shipped_locomo_copy() -> None:
     assert reps["conv-26.json"].facts["turns"] == 419 and reps["conv-26.json"].facts["qa"] == 199
     assert any("several ids" in q for q in reps["conv-26.json"].quirks)
     assert any("naming no turn" in q for q in reps["conv-42.json"].quirks)
+
+
+# --------------------------------------------------------------------------------------------------- LongMemEval
+def _lme(tmp_path: Path, mutate=None, name: str = "lme.json") -> Path:
+    from tests.harness import lme_fixture
+
+    qs = json.loads(json.dumps(lme_fixture.quirky_questions()))  # no shared sub-objects
+    if mutate is not None:
+        mutate(qs)
+    return lme_fixture.write(tmp_path / name, qs)
+
+
+def test_longmemeval_check_counts_by_hand(tmp_path: Path) -> None:
+    from harness.datacheck import check_longmemeval
+
+    def more(qs):
+        qs[0]["note"] = 1
+        del qs[4]["answer_session_ids"]
+        qs.append(json.loads(json.dumps(qs[0])))  # the same question id twice
+
+    [rep] = check_longmemeval(_lme(tmp_path, more))
+    assert rep.usable, rep.errors
+    f = rep.facts
+    assert rep.rows == 6 and f["questions_by_type"]["single-session-user"] == 2 and f["abstention"] == 1
+    # sessions per question: 3, 3, 3, 2, 3, 3; turns: 10, 6, 6, 6, 6, 10
+    assert f["sessions_per_question"] == {"min": 2, "median": 3.0, "max": 3}
+    assert f["turns_per_question"] == {"min": 6, "median": 6.0, "max": 10}
+    assert f["session_occurrences"] == 17 and f["turns"] == 44
+    # has_answer true: q_user_1 one user turn (twice: the repeated question), q_asst_1 one assistant turn,
+    # q_multi_1 two, q_temp one, q_ku one
+    assert f["has_answer_true_turns"] == {"user": 6, "assistant": 1}
+    assert f["questions_without_user_evidence"] == 1  # q_asst_1
+    assert f["averaging_n"] == {"paper": 5, "strict": 4}
+    assert f["unknown_fields"] == {"note": 2}
+    assert "not a published release" in f["release"]
+    quirks = "\n".join(rep.quirks)
+    for text in ("1 question(s) list a session id more than once (1 extra", "1 question id(s) occur more than once",
+                 "6 question(s) have haystack dates out of order", "1 session(s) in 1 question(s) are dated after",
+                 "the strict averaging drops them", "1 assistant turn(s) have has_answer true",
+                 "answer_session_ids absent in 1", "unknown fields ignored: note (2)", "1 answer(s) are numbers",
+                 "2 evidence session(s) have no user turn with has_answer true"):  # answer_2222_1, answer_5555_1
+        assert text in quirks, (text, quirks)
+
+
+def test_longmemeval_check_reports_the_loader_error_and_streams(tmp_path: Path, monkeypatch) -> None:
+    from harness.datacheck import check_longmemeval
+
+    path = _lme(tmp_path, lambda qs: qs[2]["haystack_sessions"][0][0].pop("has_answer"))
+
+    def no_whole_file_load(*a, **k):
+        raise AssertionError("the check must stream the file, not json.load it")
+
+    monkeypatch.setattr(json, "load", no_whole_file_load)
+    monkeypatch.setattr(json, "loads", no_whole_file_load)
+    [rep] = check_longmemeval(path)
+    assert not rep.usable and rep.rows == 2  # the questions before the bad one were read
+    assert rep.errors == ["question q_multi_1: haystack_sessions[0][0] (session answer_3333_1, turn 1): has_answer: "
+                          "missing on a user turn of an evidence session, expected a boolean (the official "
+                          "retrieval code fails there)"]
+    assert "a folder" in check_longmemeval(tmp_path)[0].errors[0]
+    (tmp_path / "empty.json").write_text("[]")
+    assert check_longmemeval(tmp_path / "empty.json")[0].errors == ["no questions (an empty array)"]
+
+
+def test_cli_check_longmemeval_option_environment_and_errors(tmp_path: Path, monkeypatch) -> None:
+    good = _lme(tmp_path)
+    res = runner.invoke(app, ["data", "check", "--longmemeval", str(good), "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    assert "1 file(s) usable" in res.stdout and json.loads((tmp_path / "r.json").read_text())[0]["rows"] == 5
+    bad = _lme(tmp_path, lambda qs: qs[1]["haystack_dates"].pop(), name="bad.json")
+    res = runner.invoke(app, ["data", "check", "--longmemeval", str(bad)])
+    assert res.exit_code == 1
+    assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [
+        f"error: {bad}: question q_asst_1: haystack_session_ids, haystack_dates, haystack_sessions: lists of "
+        "different lengths (3, 2, 3)"]
+    for env in ("MEMSIM_AGENTFLY_DATA", "MEMSIM_LOCOMO_DATA"):
+        monkeypatch.delenv(env, raising=False)
+    monkeypatch.setenv("MEMSIM_DATA_DIR", str(tmp_path / "nothing-fetched"))
+    monkeypatch.setenv("MEMSIM_LONGMEMEVAL_DATA", str(good))
+    res = runner.invoke(app, ["data", "check"])
+    assert res.exit_code == 0, res.output
+    assert f"LongMemEval: {good} (from $MEMSIM_LONGMEMEVAL_DATA)" in res.stdout and "LoCoMo: not found" in res.stdout

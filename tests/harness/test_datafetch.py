@@ -259,7 +259,10 @@ def test_the_pinned_registry_names_every_file_once() -> None:
     reg = datafetch.REGISTRY
     assert {(f.dataset, f.name) for f in reg} == {
         ("locomo", "locomo10.json"), ("agentfly", "memory.jsonl"), ("agentfly", "training_data.jsonl"),
-        ("agentfly", "dummy_memo.jsonl"), ("agentfly", "deepresearcher.jsonl")}
+        ("agentfly", "dummy_memo.jsonl"), ("agentfly", "deepresearcher.jsonl"),
+        ("longmemeval", "longmemeval_oracle.json"), ("longmemeval", "longmemeval_s_cleaned.json"),
+        ("longmemeval", "longmemeval_m_cleaned.json"), ("longmemeval", "longmemeval_s_original.json")}
+    assert len({(f.dataset, f.name) for f in reg}) == len(reg) and len({f.sha256 for f in reg}) == len(reg)
     assert all(re.fullmatch(r"[0-9a-f]{64}", f.sha256) and f.url.startswith("https://") for f in reg)
     with pytest.raises(ValueError, match="unknown data set 'lcomo'"):
         datafetch.files_for("lcomo")
@@ -508,3 +511,86 @@ def test_data_check_without_options_checks_the_fetched_copy(home) -> None:
     assert r.exit_code == 0, r.output
     assert f"AgentFly: {home / 'agentfly'}" in r.stdout and "LoCoMo: not found" in r.stdout
     assert "4 file(s) usable" in r.stdout
+
+
+# ------------------------------------------------------------------------------------------- LongMemEval
+def _lme_bytes() -> bytes:
+    from tests.harness import lme_fixture
+
+    return json.dumps(lme_fixture.quirky_questions(), indent=2).encode()
+
+
+def test_longmemeval_fetch_names_pin_the_spec_revisions_and_sizes() -> None:
+    """The four LongMemEval files: the cleaned revision for oracle/S/M, the original revision's extension-less S
+    (stored under a name that says it is the original), sizes and hashes as the spec's table gives them."""
+    by_key = {f.key: f for f in datafetch.REGISTRY if f.key}
+    assert set(by_key) == {"longmemeval-oracle", "longmemeval-s", "longmemeval-m", "longmemeval-s-original"}
+    cleaned = "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned/resolve/" \
+              "98d7416c24c778c2fee6e6f3006e7a073259d48f/"
+    original = "https://huggingface.co/datasets/xiaowu0162/longmemeval/resolve/2ec2a557f339b6c0369619b1ed5793734cc87533/"
+    assert by_key["longmemeval-s"].url == cleaned + "longmemeval_s_cleaned.json"
+    assert by_key["longmemeval-m"].size == 2_737_100_077 and by_key["longmemeval-oracle"].size == 15_388_478
+    assert by_key["longmemeval-s-original"].url == original + "longmemeval_s"
+    assert by_key["longmemeval-s-original"].name == "longmemeval_s_original.json"
+    assert by_key["longmemeval-s-original"].sha256.startswith("08d8dad4")
+
+
+def test_a_bare_fetch_takes_the_oracle_file_only_and_big_files_only_when_named() -> None:
+    bare = datafetch.files_for("all")
+    assert [f.name for f in bare if f.dataset == "longmemeval"] == ["longmemeval_oracle.json"]
+    assert {f.dataset for f in bare} == {"locomo", "agentfly", "longmemeval"}
+    assert [f.name for f in datafetch.files_for("longmemeval-m")] == ["longmemeval_m_cleaned.json"]
+    assert [f.name for f in datafetch.files_for("agentfly")] == [
+        "memory.jsonl", "training_data.jsonl", "dummy_memo.jsonl", "deepresearcher.jsonl"]
+    with pytest.raises(ValueError) as err:  # one name for 3 GB of downloads: refused, naming the files
+        datafetch.files_for("longmemeval")
+    msg = str(err.value)
+    assert "fetched file by file" in msg and "longmemeval-m (2.5 GiB)" in msg and "longmemeval-s (265 MiB)" in msg
+
+
+def test_cli_fetch_longmemeval_group_is_a_usage_error_and_list_names_the_files(home) -> None:
+    r = _cli(["data", "fetch", "longmemeval"])
+    [line] = _lines(r.stderr)
+    assert r.exit_code == 2 and "longmemeval-oracle (15 MiB)" in line, line
+    r = _cli(["data", "fetch", "nope"])
+    assert r.exit_code == 2 and "longmemeval-s-original or all" in _lines(r.stderr)[0]
+    r = _cli(["data", "fetch", "longmemeval-s", "--list"])
+    assert r.exit_code == 0 and _lines(r.stdout)[0] == "longmemeval/longmemeval_s_cleaned.json: absent"
+    assert f"  place  {home / 'longmemeval' / 'longmemeval_s_cleaned.json'}" in r.stdout
+
+
+def test_longmemeval_fetch_over_loopback_then_found_by_the_resolver(server, home, monkeypatch) -> None:
+    from harness.workloads.longmemeval import describe_data, resolve_longmemeval_path
+
+    body = _lme_bytes()
+    reg = (DataFile("longmemeval", "longmemeval_oracle.json", _url(server, "ok", "o.json"),
+                    _serve(server, "o.json", body), len(body), key="longmemeval-oracle"),
+           DataFile("longmemeval", "longmemeval_s_cleaned.json", _url(server, "ok", "s.json"),
+                    _serve(server, "s.json", body + b" "), len(body) + 1, key="longmemeval-s", default=False))
+    res = fetch("all", registry=reg)
+    assert [r.file.name for r in res] == ["longmemeval_oracle.json"] and server.hits == ["/ok/o.json"]
+    assert resolve_longmemeval_path() == home / "longmemeval" / "longmemeval_oracle.json"
+    assert [r.status for r in fetch("longmemeval-s", registry=reg)] == ["fetched"]
+    assert resolve_longmemeval_path() == home / "longmemeval" / "longmemeval_s_cleaned.json"  # S when several
+    assert "not a published release" in describe_data(resolve_longmemeval_path())
+
+
+@pytest.mark.parametrize(("mode", "kind"), [("truncate", "interrupted"), ("wrong", "checksum")])
+def test_longmemeval_bad_download_leaves_nothing_under_the_name(server, home, mode, kind) -> None:
+    body = _lme_bytes()
+    f = DataFile("longmemeval", "longmemeval_s_cleaned.json", _url(server, mode, "s.json"),
+                 _serve(server, "s.json", body), len(body), key="longmemeval-s", default=False)
+    with pytest.raises(FetchError) as err:
+        fetch("longmemeval-s", registry=(f,))
+    assert err.value.kind == kind and "\n" not in str(err.value) and f.url in str(err.value)
+    assert _tree(home) == []  # no file, no temporary file, no folder
+
+
+def test_longmemeval_refused_server_is_one_line_and_leaves_nothing(home) -> None:
+    f = DataFile("longmemeval", "longmemeval_oracle.json", f"http://127.0.0.1:{_refusing_port()}/o.json",
+                 "cd" * 32, 10, key="longmemeval-oracle")
+    with pytest.raises(FetchError) as err:
+        fetch("longmemeval-oracle", registry=(f,), timeout=5)
+    assert err.value.kind == "unreachable" and "connection refused" in str(err.value)
+    assert str(f.destination()) in str(err.value) and "\n" not in str(err.value)
+    assert _tree(home.parent) == []
