@@ -22,7 +22,8 @@ What is realised, rule by rule (spec section 3):
   0-based i >= 1 (ranks 1 and 2 both weigh 1); no gold: recall_any 0, recall_all 1, ndcg 0;
 - turn2session: strip the last ``_N`` of every id, grow an effective k until the top turns cover k distinct stripped
   ids (or the corpus ends), evaluate the unchanged turn ranking there, NDCG with one gain per evidence turn;
-- BM25 = ``rank_bm25.BM25Okapi`` with library defaults over ``str.split(" ")`` tokens of documents and query.
+- BM25 = ``rank_bm25.BM25Okapi`` with library defaults over ``str.split(" ")`` tokens of documents and query;
+  the dense scorer is the ``flat-contriever`` path (:class:`ContrieverScorer`).
 """
 
 from __future__ import annotations
@@ -87,6 +88,35 @@ def bm25_scores(corpus: list[str], query: str) -> np.ndarray:
     """``BM25Okapi`` (k1 1.5, b 0.75, epsilon 0.25) over ``str.split(" ")`` tokens, no other normalisation."""
     bm25 = BM25Okapi([doc.split(" ") for doc in corpus])
     return np.asarray(bm25.get_scores(query.split(" ")), dtype=float)
+
+
+class ContrieverScorer:
+    """The ``flat-contriever`` path with any local ``AutoModel`` weights: ``truncation=True`` at the tokenizer's
+    default maximum (512 for all-MiniLM-L6-v2), padding per batch, mean pooling of the last hidden states over the
+    attention mask, no normalisation, raw dot product of the query vector with every document vector; documents
+    encoded in batches of 128 in corpus order, the query alone."""
+
+    def __init__(self, model_path: str | Path, batch_size: int = 128):
+        from transformers import AutoModel, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+        self.model = AutoModel.from_pretrained(str(model_path)).eval()
+        self.batch_size = batch_size
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        import torch
+
+        inputs = self.tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
+        with torch.no_grad():
+            hidden = self.model(**inputs).last_hidden_state
+        mask = inputs["attention_mask"]
+        hidden = hidden.masked_fill(~mask[..., None].bool(), 0.0)
+        return (hidden.sum(dim=1) / mask.sum(dim=1)[..., None]).numpy()
+
+    def __call__(self, corpus: list[str], query: str) -> np.ndarray:
+        docs = np.concatenate([self._embed(corpus[i:i + self.batch_size])
+                               for i in range(0, len(corpus), self.batch_size)])
+        return (self._embed([query]) @ docs.T)[0]
 
 
 def rank(scores: np.ndarray) -> list[int]:
