@@ -6,7 +6,7 @@ corpus, gold, metrics and retrievers, see its module docstring), at session and 
 the turn runs are scored per turn and per session (turn2session). The result rows are the means under the two
 averagings (``paper``: skip ``_abs``; ``strict``: also skip questions without a user evidence turn), each with the
 number of questions it averaged. ``longmemeval-protocol.{json,md,png}`` are written once, when every question is
-done (an interrupted run writes nothing); :func:`docs_page` renders a results JSON beside the published numbers
+done, each atomically, the JSON last (an interrupted run writes nothing); :func:`docs_page` renders a results JSON beside the published numbers
 (``harness/workloads/data/longmemeval_published.json``: the paper's Table 9 on M, and a port's numbers on S).
 
 Questions are independent: ``workers > 1`` evaluates them in that many spawned processes (one torch thread each,
@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import machine_description, md_table, meta_block, start_run, write_results
+from benchmarks.common import _jsonable, machine_description, md_table, meta_block, start_run, write_atomic
 from harness.workloads import lme_retrieval as R
 
 NAME = "longmemeval-protocol"
@@ -136,7 +136,7 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
         encoder: str | None = None, limit: int | None = None, types: Sequence[str] | None = None,
         quick: bool = False, workers: int = 1, executor: str = "local", address: str | None = None,
         track: Callable[..., Any] | None = None, seed: int = 0, data_label: str | None = None,
-        echo: Callable[[str], None] | None = None) -> list[Path]:
+        echo: Callable[[str], None] | None = None, fault_hook: Callable[[str], None] | None = None) -> list[Path]:
     """Evaluate the file's questions with the official protocol and write ``longmemeval-protocol.{json,md,png}``.
 
     ``data_label`` replaces the data line of the results (generated files pass the generator's label, e.g.
@@ -205,7 +205,32 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     }
     if echo:
         echo(f"{stats.questions} questions from {label}")
-    return write_results(out_dir, NAME, payload, render_markdown(payload), _figure(payload))
+    return write_outputs(out_dir, payload, fault_hook)
+
+
+def write_outputs(out_dir: Path, payload: dict[str, Any],
+                  fault_hook: Callable[[str], None] | None = None) -> list[Path]:
+    """``longmemeval-protocol.{png,md,json}``, each atomically (temp file + rename; ``fault_hook`` steps
+    ``longmemeval-protocol.png.write``, ``.md.write``, ``.json.write``), the JSON last: a results JSON exists only
+    for a run whose every file was written."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    fig = _figure(payload)
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    files = [("png", buf.getvalue()), ("md", (render_markdown(payload).rstrip() + "\n").encode("utf-8")),
+             ("json", (json.dumps(_jsonable(payload), indent=2, ensure_ascii=False) + "\n").encode("utf-8"))]
+    paths = []
+    for ext, data in files:
+        path = out_dir / f"{NAME}.{ext}"
+        write_atomic(path, data, fault_hook, f"{NAME}.{ext}.write")
+        paths.append(path)
+    return [paths[2], paths[1], paths[0]]
 
 
 def _in_order(done: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

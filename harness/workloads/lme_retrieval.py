@@ -22,6 +22,13 @@ rules a reader may find odd:
   ``np.argsort(scores)[::-1]``; the dense retriever is the ``flat-contriever`` branch (mean pooling over the
   attention mask, no normalisation, raw dot product, batch 128, truncation at the tokenizer's maximum).
 
+Plugging in other dense weights: ``make_retriever("minilm", encoder="/path/to/model")`` (``--encoder PATH`` on
+the command line) loads any local Hugging Face folder with ``transformers.AutoModel`` and runs it through the same
+flat-contriever path; rows are then labelled ``dense:<folder name>``. That is exactly the official branch for
+Contriever (``facebook/contriever``: download it yourself, memsim never downloads weights). It is *not* the official
+Stella V5 or gte-Qwen2 retriever: those need their own heads, pooling, normalisation and prompts (see
+:class:`DenseRetriever`), which are not reproduced here.
+
 An evidence session whose user turn has no boolean ``has_answer`` makes the official code fail (KeyError /
 AssertionError); here it is one :class:`LongMemEvalDataError` line naming the file, the question and the session.
 """
@@ -48,6 +55,9 @@ turn (the current official code)."""
 RETRIEVER_NAMES = ("bm25", "minilm")
 """Built-in retrievers: ``bm25`` and ``minilm`` (the flat-contriever path; ``--encoder`` swaps its weights)."""
 DENSE_BATCH = 128
+DENSE_CACHE_MAX = 200_000
+"""Vectors kept by a dense retriever's per-run cache (about 300 MiB of 384-d float32); when full it is emptied and
+refilled (the vectors do not depend on it, only the time does). M has millions of distinct turn texts."""
 Granularity = Literal["session", "turn"]
 
 
@@ -225,7 +235,8 @@ class DenseRetriever:
     questions); a cached vector equals the batch-encoded one to float noise (padding differs, the mask hides
     it), which the tests check."""
 
-    def __init__(self, encoder: str | None = None, *, cache: bool = True, batch_size: int = DENSE_BATCH):
+    def __init__(self, encoder: str | None = None, *, cache: bool = True, batch_size: int = DENSE_BATCH,
+                 cache_max: int = DENSE_CACHE_MAX):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -240,6 +251,7 @@ class DenseRetriever:
         self.batch_size = batch_size
         self._torch = torch
         self._cache: dict[str, np.ndarray] | None = {} if cache else None
+        self.cache_max = cache_max
         self.hits = 0
         self.misses = 0
 
@@ -263,6 +275,8 @@ class DenseRetriever:
         """Vectors of ``texts`` (cached ones reused; the missing ones encoded in batches in corpus order)."""
         if self._cache is None:
             return self._encode_batches(list(texts))
+        if len(self._cache) + len(texts) > self.cache_max:
+            self._cache.clear()  # bounded memory; the vectors are the same either way
         missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)

@@ -150,3 +150,14 @@ def test_ray_executor_gives_the_serial_numbers(quirky: Path, tmp_path: Path) -> 
     a = json.loads(P.run(tmp_path / "r", data=quirky, retrievers="bm25", executor="ray", workers=2)[0].read_text())
     b = json.loads(P.run(tmp_path / "s", data=quirky, retrievers="bm25")[0].read_text())
     assert a["rows"] == b["rows"] and a["config"]["executor"] == "ray"
+
+
+def test_a_fault_while_writing_leaves_no_results_json(quirky: Path, tmp_path: Path) -> None:
+    def hook(step: str) -> None:
+        if step == f"{P.NAME}.json.write":
+            raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        P.run(tmp_path / "out", data=quirky, retrievers="bm25", fault_hook=hook)
+    left = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert f"{P.NAME}.json" not in left and not [n for n in left if n.endswith(".tmp")]

@@ -160,7 +160,9 @@ def test_parse_retrievers_and_encoder_errors(tmp_path) -> None:
             R.parse_retrievers(bad)
     with pytest.raises(ValueError, match="not 'minilm'"):
         R.resolve_encoder(str(tmp_path))
-    assert R.resolve_encoder(None)[0] == "minilm"
+    label, path = R.resolve_encoder(None)
+    assert label == "minilm" and (path / "config.json").is_file()
+    assert R.resolve_encoder(str(path)) == ("dense:" + path.name, path)  # a local model folder by path
 
 
 # ------------------------------------------------------------------------------------------------------ dense
@@ -183,6 +185,9 @@ def test_dense_cache_agrees_with_one_batch(dense: R.DenseRetriever) -> None:
     dense.encode(texts[3:])
     cached = dense.encode(texts)
     assert float(np.max(np.abs(cached - one_batch))) < 1e-5
+    assert dense.hits >= 3
+    dense.cache_max = 3  # a full cache is emptied and refilled: the same vectors
+    assert float(np.max(np.abs(dense.encode(texts) - one_batch))) < 1e-5
     assert dense.max_length == 512
     norms = np.linalg.norm(one_batch, axis=1)
     assert not np.allclose(norms, 1.0)  # no normalisation (mean-pooled MiniLM vectors are not unit length)
