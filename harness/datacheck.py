@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -467,7 +468,7 @@ def _spread(values: list[int]) -> dict[str, float | int]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def check_longmemeval(path: Path) -> list[FileReport]:
+def check_longmemeval(path: Path, progress: Callable[[int, int], None] | None = None) -> list[FileReport]:
     """Check one LongMemEval file by streaming it through the loader (:func:`iter_questions`, never one
     ``json.load``): the loader's strict rules make a file unusable (one error naming question and field), its
     lenient rules' counts become facts and quirks, and the release (by sha256) is named.
@@ -475,7 +476,8 @@ def check_longmemeval(path: Path) -> list[FileReport]:
     Facts: questions per type, abstention questions, sessions and turns per question (min/median/max), duplicate
     session ids within a haystack, out-of-order dates, sessions dated after their question, unknown fields,
     ``has_answer`` true turns on the user and the assistant side, questions without a user evidence turn (the
-    official strict averaging drops them), and the question counts of the two official averagings."""
+    official strict averaging drops them), and the question counts of the two official averagings.
+    ``progress(bytes_read, file_size)`` is called after each question (a bar over M's 2.7 GB)."""
     from harness.workloads.longmemeval import (
         LoadStats,
         LongMemEvalDataError,
@@ -506,7 +508,10 @@ def check_longmemeval(path: Path) -> list[FileReport]:
     start_assistant = non_alternating = blank = 0
     occurrences = 0
     try:
+        size = path.stat().st_size
         for q in iter_questions(path, stats=st):
+            if progress is not None:
+                progress(st.bytes_read, size)
             keys = ["question_id", "question_type", "question", "answer", "question_date", "haystack_session_ids",
                     "haystack_dates", "haystack_sessions"]
             if q.answer_session_ids is not None:

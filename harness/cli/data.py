@@ -121,7 +121,13 @@ def check(
     if locomo is not None:
         reports += check_locomo(locomo)
     if longmemeval is not None:
-        reports += check_longmemeval(longmemeval)
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+        with Progress(TextColumn("reading {task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                      console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
+            task = bar.add_task(Path(longmemeval).name, total=None)
+            reports += check_longmemeval(longmemeval, progress=lambda done, total: bar.update(
+                task, completed=done, total=total))
     if console.is_terminal and console.width >= 120:
         table = Table(title="memsim data check", show_lines=True)
         for col in ("file", "what", "rows", "shapes (keys: rows)", "facts", "quirks"):

@@ -126,6 +126,8 @@ class LoadStats:
     """``has_answer`` values that are not booleans on turns the official code does not read (read as absent)."""
     duplicate_question_ids: Counter = field(default_factory=Counter)
     """Question ids met again later in the file, with the number of extra occurrences (each is kept)."""
+    bytes_read: int = 0
+    """Bytes of the file the parser has taken so far (a progress bar over a big file reads it)."""
 
 
 def _qname(qid: Any, index: int) -> str:
@@ -264,8 +266,9 @@ def parse_question(obj: Any, *, source: str, index: int, stats: LoadStats | None
 class _CountingReader:
     """A binary file that remembers how many bytes the parser has taken (to place a syntax error in the file)."""
 
-    def __init__(self, fh: BinaryIO) -> None:
+    def __init__(self, fh: BinaryIO, stats: LoadStats) -> None:
         self._fh = fh
+        self._stats = stats
         self.consumed = 0
         self.last = 0
 
@@ -273,6 +276,7 @@ class _CountingReader:
         data = self._fh.read(n)
         self.last = len(data)
         self.consumed += len(data)
+        self._stats.bytes_read = self.consumed
         return data
 
 
@@ -340,7 +344,7 @@ def _stream(path: Path, st: LoadStats, limit: int | None, types: frozenset[str] 
     seen: set[str] = set()
     try:
         _check_start(fh, source)
-        reader = _CountingReader(fh)
+        reader = _CountingReader(fh, st)
         items = ijson.items(reader, "item", use_float=True)
         index = 0
         while True:

@@ -249,3 +249,14 @@ def test_cli_check_longmemeval_option_environment_and_errors(tmp_path: Path, mon
     res = runner.invoke(app, ["data", "check"])
     assert res.exit_code == 0, res.output
     assert f"LongMemEval: {good} (from $MEMSIM_LONGMEMEVAL_DATA)" in res.stdout and "LoCoMo: not found" in res.stdout
+
+
+def test_longmemeval_check_progress_reaches_the_file_size(tmp_path: Path) -> None:
+    from harness.datacheck import check_longmemeval
+
+    path = _lme(tmp_path)
+    seen: list[tuple[int, int]] = []
+    check_longmemeval(path, progress=lambda done, total: seen.append((done, total)))
+    size = path.stat().st_size
+    assert len(seen) == 5 and all(t == size for _, t in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen) and 0 < seen[-1][0] <= size
