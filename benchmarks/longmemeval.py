@@ -1,0 +1,1020 @@
+"""LongMemEval through every design: each question's own haystack into a fresh store, delivered vs stored evidence.
+
+``memsim bench longmemeval`` (protocol ``designs``) streams the questions of a LongMemEval file
+(``harness.workloads.longmemeval.iter_questions``), turns each into one conversation of the shared workload
+protocol (``harness.workloads.lme_workload.to_conversation``: sessions in file order, duplicates kept, the session
+date as a header line on its first turn, the question asked with its ``question_date``) and runs the arms of the
+LoCoMo registry over it with ``harness.workloads.runner.run_conversation``, one fresh work directory per question.
+
+What is measured, per question and delivered row (each arm may deliver several rows):
+
+- **delivered evidence, design view**: the share of the question's evidence turns (``has_answer`` true, user *and*
+  assistant turns) whose ids the delivered text carries (turn level), and the share of its evidence sessions of
+  which the text carries at least one turn (session level; a session occurrence is one unit, so a session id
+  listed twice is two units, as in the file);
+- **the official view beside it**: the same with only *user* evidence turns (LongMemEval's retrieval corpus holds
+  user turns only, so assistant-side evidence is invisible to it);
+- **stored evidence**: the same shares against the ids the arm keeps anywhere after ingest (``Arm.stored``);
+- **tokens** of the delivered text (tiktoken cl100k_base, WordPiece and chars/4 beside it), and the runner's
+  ranked metrics for rows whose delivery is a ranking.
+
+Aggregates per row: overall, per question type, abstention (``_abs`` in the id) against the rest; questions with
+no evidence turn are left out of a recall average and counted. Tortoise's source-session expansion is reported as
+a pair of rows (with and without it, ``EXPANSION_PAIR``): the difference in delivered recall and in tokens.
+
+Arms: every built-in arm that applies (``default_arms``); the recorded-extraction arm needs LoCoMo's recorded LM
+observations, which LongMemEval files do not have, so it is absent by default with that reason in ``arm_status``
+(named explicitly it runs and reports itself unavailable per question). AgentFly PM's retriever is trained ONCE
+per run, in this process before any question runs, on the *training split*: the questions of the file (whatever
+``--limit``/``--types`` select) whose ``int(sha1(question_id).hexdigest(), 16) % 5 == 0`` (``pm_training_split``;
+stable, about a fifth); the checkpoint goes to every question through ``ArmContext.pm_model``. A question of the
+training split is still evaluated by every other arm, but its PM rows are absent (counted, with the reason), so
+PM is never scored on a question it was trained on.
+
+Delivered texts go to ``<out>/longmemeval/delivered.jsonl`` (one line per question and row: ``question_id``,
+``row``, ``text``, ``delivered_ids``), written under a temporary name while the run goes and renamed at the end;
+the results JSON holds aggregates and a few examples, as ``locomo.json`` does. With ``lm`` each delivered row is
+read by LongMemEval's reader (``harness.workloads.lme_qa.Reader``, chain-of-note by default) and the hypothesis
+judged with the official templates (``Judge``; ``judge_lm`` defaults to ``lm``); both are checked with one call
+before any work. ``lm`` is the reader only: Tortoise keeps its offline extractor, so the design rows are the same
+with or without ``--lm``. Hypotheses go to ``<out>/longmemeval/hypotheses/<row>.jsonl``.
+
+Results (``longmemeval.{json,md,png}``, the JSONL files) are written only when the run completes, each atomically,
+the JSON last (fault-hook steps ``longmemeval.delivered.write``, ``longmemeval.hypotheses.write``,
+``longmemeval.results.write``); an exception, Ctrl-C or a killed worker leaves none of them (files this run had
+already placed are removed again).
+
+Scale: questions are independent. ``workers`` > 1 runs them in spawned processes (one torch thread each), a
+bounded window of questions in flight, results taken in file order, so every metric, ranking and delivered text
+equals the serial run's; ``executor="ray"`` runs them as Ray tasks (``address`` joins a cluster). One encoder
+cache per process keyed by text (``TextCache``) serves every arm and every question of the run: filler sessions
+recur across questions, so their turns are encoded once. A cached vector is the text encoded on its own, so it
+does not depend on which question or batch met the text first (serial and parallel runs get the same vectors),
+and it agrees with batch encoding to float noise (tested: max abs difference < 1e-5). An arm that asks again
+for a text it asked for already pays for it again (AgentFly NP's faithful-recompute timing), as without a
+cache. Hits and misses are in the JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import (
+    _jsonable,
+    machine_description,
+    md_table,
+    meta_block,
+    set_torch_threads,
+    write_atomic,
+)
+from harness.workloads.arms import SPECS, ArmSpec, ArmUnavailable, build_arm, require_runnable, select_arms
+from harness.workloads.base import ArmContext, Delivery
+
+NAME = "longmemeval"
+QUICK_QUESTIONS = 3
+"""``--quick``: the first three selected questions (and quick arm settings: ``ArmContext.quick``)."""
+QUICK_PM_TRAIN = 3
+"""``--quick``: PM trains on the first three questions of the training split."""
+PM_SPLIT_MOD = 5
+PM_SPLIT_RULE = "int(sha1(question_id).hexdigest(), 16) % 5 == 0"
+LOCOMO_ONLY = {"tortoise-recorded": "needs LoCoMo's recorded LM observations (the 'observation' field); "
+                                    "LongMemEval files carry no recorded extraction"}
+EXPANSION_PAIR = ("tortoise-eval", "tortoise-eval-noexp")
+"""Tortoise's evaluation path with source-session expansion, and the same path without it."""
+STEP_DELIVERED = "longmemeval.delivered.write"
+STEP_HYPOTHESES = "longmemeval.hypotheses.write"
+STEP_RESULTS = "longmemeval.results.write"
+WINDOW_PER_WORKER = 2
+EXAMPLE_CHARS = 700
+FENCE = "`" * 3
+
+
+# ------------------------------------------------------------------------------------------- split and data label
+def pm_training_split(question_id: str) -> bool:
+    """Whether a question belongs to PM's training split (``PM_SPLIT_RULE``): stable across runs and files."""
+    return int(hashlib.sha1(question_id.encode("utf-8")).hexdigest(), 16) % PM_SPLIT_MOD == 0
+
+
+def generator_sidecar(path: Path) -> Path:
+    """Where a generated file's description lies: ``<file>.generator.json`` beside it."""
+    return path.with_name(path.name + ".generator.json")
+
+
+def data_description(path: Path) -> dict[str, Any]:
+    """The data label every results JSON and page shows: for a generated file (a readable
+    ``<file>.generator.json`` beside it) ``data: synthetic, <generator> seed <S>`` with the description, else the
+    loader's one-line release description (``describe_data``)."""
+    side = generator_sidecar(path)
+    if side.is_file():
+        try:
+            desc = json.loads(side.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            desc = None
+        if isinstance(desc, dict) and desc.get("generator"):
+            return {"file": path.name, "synthetic": True, "generator": desc,
+                    "label": f"data: synthetic, {desc['generator']} seed {desc.get('seed')}"}
+    from harness.workloads.longmemeval import describe_data
+
+    return {"file": path.name, "synthetic": False, "generator": None, "label": f"data: {describe_data(path)}"}
+
+
+def default_arms() -> list[str]:
+    """Every built-in arm that applies to LongMemEval (all of the registry but ``LOCOMO_ONLY``)."""
+    return [n for n in SPECS if n not in LOCOMO_ONLY]
+
+
+# ------------------------------------------------------------------------------------------------- encoder cache
+class TextCache:
+    """One process's encoder cache keyed by text, over a process-wide encoder, shared by every arm and question.
+
+    A miss encodes the text on its own (a batch of one, no padding), so the cached vector is a function of the
+    text alone: which question, arm or batch met it first cannot change it, and a serial run and a parallel one
+    get the same vectors. Against the encoder's own batch encoding it differs by float noise (tested below 1e-5).
+    A text the current arm (``arm``, set by the runner) already asked for is encoded again (a miss): an arm that
+    repeats its own call pays for it, as without a cache. ``max_texts`` bounds the memory (oldest out first;
+    eviction cannot change a vector, only the cost)."""
+
+    def __init__(self, name: str, base: Any | None = None, max_texts: int = 200_000) -> None:
+        self.name = name
+        self._base = base
+        self._vec: dict[str, np.ndarray] = {}
+        self._asked: set[str] = set()
+        self._asked_by: str | None = None
+        self.arm: str | None = None
+        self.max_texts = max_texts
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def base(self) -> Any:
+        if self._base is None:
+            from harness import embedding
+
+            self._base = embedding.MeanPoolingEncoder() if self.name == "minilm-mean" else embedding.PoolerEncoder()
+        return self._base
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return getattr(self.base, attr)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            return self.base.encode(texts)  # the base encoder's own error
+        items = [str(t) for t in texts]
+        if self.arm != self._asked_by:
+            self._asked, self._asked_by = set(), self.arm
+        if not items:
+            return self.base.encode([])
+        out = []
+        for t in items:
+            v = self._vec.get(t)
+            if v is None or t in self._asked:
+                self.misses += 1
+                v = np.asarray(self.base.encode([t])[0], dtype=np.float32)
+                self._vec.pop(t, None)
+                self._vec[t] = v
+                if len(self._vec) > self.max_texts:
+                    self._vec.pop(next(iter(self._vec)))
+            else:
+                self.hits += 1
+            self._asked.add(t)
+            out.append(v)
+        return np.stack(out).astype(np.float32, copy=True)
+
+    def stats(self) -> dict[str, int]:
+        return {"hits": self.hits, "misses": self.misses, "texts": len(self._vec)}
+
+
+_TEXT_CACHES: dict[str, TextCache] = {}
+
+
+@contextlib.contextmanager
+def text_encoders(names: Sequence[str] = ("minilm-mean", "minilm-pooler")) -> Iterator[dict[str, TextCache]]:
+    """For the length of a run, ``harness.embedding.get_encoder(name)`` returns this process's ``TextCache``
+    (kept across questions: one cache per process and run) and the runner tells it which arm is asking."""
+    from harness import embedding
+    from harness.workloads import runner
+
+    with embedding._LOCK:
+        saved = {n: embedding._CACHE.get(n) for n in names}
+        caches = {n: _TEXT_CACHES.get(n) or TextCache(n, saved[n]) for n in names}
+        embedding._CACHE.update(caches)
+    before = list(runner._ACTIVE)
+    runner._ACTIVE = list(caches.values())
+    try:
+        yield caches
+    finally:
+        runner._ACTIVE = before
+        with embedding._LOCK:
+            for n in names:
+                base = caches[n]._base
+                if base is not None:
+                    embedding._CACHE[n] = base
+                elif saved[n] is not None:
+                    embedding._CACHE[n] = saved[n]
+                else:
+                    embedding._CACHE.pop(n, None)
+
+
+# ------------------------------------------------------------------------------------------ one question, all arms
+class StoredRecorder:
+    """An arm behind the same protocol that builds the named arm and keeps what its ``stored()`` returned (the
+    runner reads it once and keeps only the count of evidence among it; the official and session views need the
+    ids). With ``pm_model`` it hands the run's PM checkpoint to the arm through ``ArmContext.pm_model``. A
+    construction failure is raised at ``ingest`` (``ArmUnavailable`` stays unavailable, anything else an error),
+    so the runner reports it with its own message."""
+
+    def __init__(self, ctx: ArmContext, inner: str | ArmSpec = "", sink: dict[str, Any] | None = None,
+                 pm_model: str | None = None) -> None:
+        if pm_model:
+            ctx.pm_model = Path(pm_model)  # type: ignore[attr-defined]
+        self.label = inner.name if isinstance(inner, ArmSpec) else inner
+        self.name = self.label
+        self.sink = sink if sink is not None else {}
+        self.failure: BaseException | None = None
+        try:
+            self.arm = build_arm(inner, ctx)
+            self.rows = tuple(self.arm.rows)
+        except Exception as exc:  # reported by ingest, as the runner reports an arm failing there
+            self.arm, self.rows, self.failure = None, ("?",), exc
+
+    def ingest(self, conversation: Any) -> None:
+        if self.failure is not None:
+            if isinstance(self.failure, ArmUnavailable):
+                raise ArmUnavailable(str(self.failure))
+            raise RuntimeError(f"constructing arm {self.label!r} failed: {type(self.failure).__name__}: "
+                               f"{self.failure}")
+        self.arm.ingest(conversation)
+
+    def deliver(self, probe: Any) -> dict[str, Delivery]:
+        return self.arm.deliver(probe)
+
+    def stored(self) -> frozenset[str]:
+        got = self.arm.stored()
+        self.sink[self.label] = got
+        return got
+
+    def close(self) -> None:
+        if self.arm is not None:
+            self.arm.close()
+
+
+_SINKS: dict[str, dict[str, Any]] = {}
+
+
+class _SinkRecorder(StoredRecorder):
+    """``StoredRecorder`` built through the registry's spec (``sink_key`` names this process's sink)."""
+
+    def __init__(self, ctx: ArmContext, inner: str | ArmSpec = "", sink_key: str = "",
+                 pm_model: str | None = None) -> None:
+        super().__init__(ctx, inner, _SINKS.setdefault(sink_key, {}), pm_model)
+
+
+def _recorder_spec(entry: str | ArmSpec, sink_key: str, pm_model: str | None) -> ArmSpec:
+    name = entry.name if isinstance(entry, ArmSpec) else entry
+    return ArmSpec(name, "design", f"{name} (stored ids recorded)", __name__, "_SinkRecorder",
+                   {"inner": entry, "sink_key": sink_key, "pm_model": pm_model})
+
+
+def question_views(q: Any, conv: Any) -> dict[str, Any]:
+    """The evidence sets of one question, read from the question and its conversation side by side (the
+    conversation keeps the file's sessions and turns in order, so position i of session j is the same turn):
+    ``turn`` / ``turn_user`` (evidence turn ids, both roles / user only), ``session`` / ``session_user`` (the
+    session occurrences, by position, holding them) and ``session_of`` (turn id -> session position)."""
+    out: dict[str, Any] = {"turn": set(), "turn_user": set(), "session": set(), "session_user": set(),
+                           "session_of": {}}
+    for sess, csess in zip(q.sessions, conv.sessions, strict=True):
+        for turn, cturn in zip(sess.turns, csess.turns, strict=True):
+            out["session_of"][cturn.dia_id] = sess.position
+            if turn.has_answer is True:
+                out["turn"].add(cturn.dia_id)
+                out["session"].add(sess.position)
+                if turn.role == "user":
+                    out["turn_user"].add(cturn.dia_id)
+                    out["session_user"].add(sess.position)
+    return out
+
+
+def _share(hit: set[Any], gold: set[Any]) -> float | None:
+    return len(hit & gold) / len(gold) if gold else None
+
+
+def view_metrics(views: dict[str, Any], ids: Iterable[str], prefix: str) -> dict[str, float | None]:
+    """Turn- and session-level shares of evidence among ``ids`` in both views (``<prefix>turn``, ...)."""
+    ids = set(ids)
+    sessions = {views["session_of"][i] for i in ids if i in views["session_of"]}
+    return {f"{prefix}turn": _share(ids, views["turn"]), f"{prefix}turn_user": _share(ids, views["turn_user"]),
+            f"{prefix}session": _share(sessions, views["session"]),
+            f"{prefix}session_user": _share(sessions, views["session_user"])}
+
+
+def _qa_items(job: dict[str, Any], q: Any, delivered: dict[str, Delivery]) -> dict[str, dict[str, Any]]:
+    from harness.workloads.lme_qa import Judge, Reader
+
+    reader = Reader(job["lm"], lm_base=job["lm_base"], style=job["reader_prompt"])
+    judge = Judge(job["judge_lm"], lm_base=job["judge_lm_base"])
+    out = {}
+    for row, d in delivered.items():
+        item: dict[str, Any] = {"question_id": q.question_id, "question_type": q.question_type}
+        got = reader(q.question, q.question_date, d.text)
+        item.update(got)
+        if "hypothesis" in got:
+            item.update(judge(q.question_id, q.question_type, q.question, q.answer, got["hypothesis"]))
+        out[row] = item
+    return out
+
+
+def one_question(job: dict[str, Any]) -> dict[str, Any]:
+    """One question through every selected arm in a fresh work directory: the per-row records (the runner's,
+    with the question type, abstention and the view metrics added), arm status, examples, the delivered texts
+    and, with an LM, the QA items. Runs in this process or in a worker."""
+    from harness.workloads.lme_workload import to_conversation
+    from harness.workloads.runner import run_conversation
+
+    q = job["question"]
+    conv = to_conversation(q)
+    views = question_views(q, conv)
+    training = job["pm_model"] is not None and pm_training_split(q.question_id)
+    names = [e for e in job["names"] if not (training and (e if isinstance(e, str) else e.name) == "pm")]
+    sink_key = f"{os.getpid()}:{q.question_id}:{q.index}"
+    specs = [_recorder_spec(e, sink_key, job["pm_model"]) for e in names]
+    delivered: dict[str, Delivery] = {}
+    work = Path(job["work_root"]) / f"q{q.index}"  # the run's root is fresh: one folder per question under it
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        with text_encoders() if job["share"] else contextlib.nullcontext({}):
+            res = run_conversation(conv, specs, work, k_values=job["k_values"], quick=job["quick"],
+                                   seed=job["seed"], on_delivery=lambda row, probe, d: delivered.__setitem__(row, d))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        stored = _SINKS.pop(sink_key, {})
+    ok_rows = {row for info in res["arms"].values() if info["status"] == "ok" for row in info.get("rows", [])}
+    for info in res["arms"].values():
+        if info["status"] != "ok":
+            info.pop("rows", None)
+    row_arm = {row: arm for arm, info in res["arms"].items() for row in info.get("rows", [])}
+    records = []
+    for rec in res["records"]:
+        if rec["row"] not in ok_rows:
+            continue
+        d = delivered[rec["row"]]
+        rec.update(question_type=q.question_type, abstention=q.abstention, arm=row_arm[rec["row"]])
+        rec.update(view_metrics(views, d.dia_ids, "delivered_"))
+        rec.update(view_metrics(views, stored.get(row_arm[rec["row"]], frozenset()), "stored_"))
+        records.append(rec)
+    if training:
+        res["arms"]["pm"] = {"status": "absent", "message": f"{q.question_id} is in PM's training split "
+                                                            f"({PM_SPLIT_RULE})"}
+    lines = [{"question_id": q.question_id, "row": r, "text": delivered[r].text,
+              "delivered_ids": sorted(delivered[r].dia_ids)} for r in sorted(ok_rows)]
+    qa = _qa_items(job, q, {r: delivered[r] for r in sorted(ok_rows)}) if job["lm"] else {}
+    return {"question_id": q.question_id, "index": q.index, "question_type": q.question_type,
+            "abstention": q.abstention, "n_sessions": len(q.sessions), "n_turns": q.n_turns,
+            "n_evidence_turns": len(views["turn"]), "n_user_evidence_turns": len(views["turn_user"]),
+            "arms": res["arms"], "records": records, "examples": res["examples"], "delivered": lines, "qa": qa,
+            "encoder_cache": {n: c.stats() for n, c in _TEXT_CACHES.items()} if job["share"] else {},
+            "pid": os.getpid()}
+
+
+def _new_caches() -> None:
+    """Start this process's text caches afresh (over the encoders the process already loaded, if any)."""
+    from harness import embedding
+
+    _TEXT_CACHES.clear()
+    for n in ("minilm-mean", "minilm-pooler"):
+        base = embedding._CACHE.get(n)
+        _TEXT_CACHES[n] = TextCache(n, None if isinstance(base, TextCache) else base)
+
+
+@contextlib.contextmanager
+def _run_caches(share: bool) -> Iterator[None]:
+    """The serial run's text caches: fresh at its start, dropped at its end."""
+    if share:
+        _new_caches()
+    try:
+        yield
+    finally:
+        _TEXT_CACHES.clear()
+
+
+def _worker_init(share: bool) -> None:
+    """A spawned worker: one torch thread, as the serial run, and its own text caches for the whole run."""
+    set_torch_threads(1)
+    if share:
+        _new_caches()
+
+
+# ------------------------------------------------------------------------------------------------------ executors
+def _serial(jobs: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for job in jobs:
+        yield one_question(job)
+
+
+def _windowed(submit: Callable[[dict[str, Any]], Any], result: Callable[[Any], dict[str, Any]],
+              jobs: Iterable[dict[str, Any]], window: int) -> Iterator[dict[str, Any]]:
+    """Keep at most ``window`` questions in flight and yield outcomes in file order (bounded memory)."""
+    pending: list[Any] = []
+    for job in jobs:
+        pending.append(submit(job))
+        if len(pending) >= window:
+            yield result(pending.pop(0))
+    while pending:
+        yield result(pending.pop(0))
+
+
+def _local_pool(jobs: Iterable[dict[str, Any]], workers: int, share: bool, sampler_box: list[Any]
+                ) -> Iterator[dict[str, Any]]:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    from benchmarks.locomo import _RssSampler
+
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_init,
+                               initargs=(share,))
+    sampler = _RssSampler(lambda: list(getattr(pool, "_processes", None) or {}))
+    sampler_box.append(sampler)
+    try:
+        yield from _windowed(lambda j: pool.submit(one_question, {**j, "in_worker": True}),
+                             lambda f: f.result(), jobs, workers * WINDOW_PER_WORKER)
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        sampler.stop()
+
+
+def _ray_pool(jobs: Iterable[dict[str, Any]], workers: int, address: str | None) -> Iterator[dict[str, Any]]:
+    from benchmarks.sweep import import_ray
+
+    ray = import_ray()
+    started_here = not ray.is_initialized()
+    if started_here:
+        env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
+                            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}}
+        if address:
+            ray.init(address=address, runtime_env=env, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers, include_dashboard=False, runtime_env=env, log_to_driver=False)
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_question)
+        yield from _windowed(lambda j: remote.remote({**j, "in_worker": True}), ray.get, jobs,
+                             workers * WINDOW_PER_WORKER)
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _ray_question(job: dict[str, Any]) -> dict[str, Any]:
+    """One question in a Ray worker: one torch thread; the worker process keeps its text caches between tasks."""
+    set_torch_threads(1)
+    if job["share"] and not _TEXT_CACHES:
+        _new_caches()
+    return one_question(job)
+
+
+# ------------------------------------------------------------------------------------------------------ aggregates
+VIEW_KEYS = tuple(f"{w}_{lvl}" for w in ("delivered", "stored") for lvl in ("turn", "turn_user", "session",
+                                                                           "session_user"))
+
+
+def _mean(xs: Iterable[float | None]) -> float | None:
+    vals = [float(x) for x in xs if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def summarize_rows(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One group of one row's records: the runner's summary (``metrics.summarize_group``: recall, stored,
+    tokens, latency, ranked metrics) and the view metrics' means with the number of questions each averages."""
+    from harness.workloads.metrics import summarize_group
+
+    out = summarize_group(records)
+    for k in VIEW_KEYS:
+        out[k] = _mean(r.get(k) for r in records)
+        out[f"n_{k}"] = sum(1 for r in records if r.get(k) is not None)
+    return out
+
+
+def aggregate(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per row: ``overall``, ``by_type`` (question type) and ``by_abstention`` (``abstention`` / ``answerable``)."""
+    by_row: dict[str, list[dict[str, Any]]] = {}
+    for res in results:
+        for r in res["records"]:
+            by_row.setdefault(r["row"], []).append(r)
+    rows = {}
+    for row, recs in by_row.items():
+        types = sorted({r["question_type"] for r in recs})
+        rows[row] = {"arm": recs[0]["arm"], "questions": len(recs), "overall": summarize_rows(recs),
+                     "by_type": {t: summarize_rows([r for r in recs if r["question_type"] == t]) for t in types},
+                     "by_abstention": {k: summarize_rows(v) for k, v in
+                                       (("abstention", [r for r in recs if r["abstention"]]),
+                                        ("answerable", [r for r in recs if not r["abstention"]])) if v}}
+    return {"rows": rows, "arm_status": arm_status(results), "expansion": expansion(rows)}
+
+
+def arm_status(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per arm: how many questions it ran on per status, and each distinct reason it did not."""
+    out: dict[str, Any] = {}
+    for res in results:
+        for arm, info in res["arms"].items():
+            st = out.setdefault(arm, {"counts": {}, "reasons": {}})
+            st["counts"][info["status"]] = st["counts"].get(info["status"], 0) + 1
+            if info["status"] != "ok":
+                msg = info.get("message", "")
+                st["reasons"].setdefault(msg, []).append(res["question_id"])
+    for st in out.values():
+        st["reasons"] = [{"message": m, "questions": len(q), "first": q[:3]} for m, q in st["reasons"].items()]
+    return out
+
+
+def expansion(rows: dict[str, Any]) -> dict[str, Any] | None:
+    """What Tortoise's source-session expansion adds: per group, delivered recall (turn, both roles and user
+    only; session) and cl100k tokens with and without it, and the differences (with minus without)."""
+    w, wo = EXPANSION_PAIR
+    if w not in rows or wo not in rows:
+        return None
+
+    def pair(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for k in ("evidence_recall", "delivered_turn_user", "delivered_session", "tokens_cl100k_mean"):
+            x, y = a.get(k), b.get(k)
+            out[k] = {"with": x, "without": y, "delta": None if x is None or y is None else x - y}
+        return out
+
+    groups = {"overall": pair(rows[w]["overall"], rows[wo]["overall"])}
+    for t in rows[w]["by_type"]:
+        if t in rows[wo]["by_type"]:
+            groups[t] = pair(rows[w]["by_type"][t], rows[wo]["by_type"][t])
+    return {"with": w, "without": wo, "groups": groups}
+
+
+def qa_rows(results: Sequence[dict[str, Any]], judge_model: str) -> dict[str, Any]:
+    """``lme_qa.qa_aggregates`` per row over the judged items."""
+    from harness.workloads.lme_qa import qa_aggregates
+
+    items: dict[str, list[dict[str, Any]]] = {}
+    for res in results:
+        for row, item in res["qa"].items():
+            items.setdefault(row, []).append(item)
+    return {row: qa_aggregates(v, judge_model) for row, v in items.items()}
+
+
+# ------------------------------------------------------------------------------------------------------- rendering
+def _order(rows: dict[str, Any]) -> list[str]:
+    rank = {a: i for i, a in enumerate(SPECS)}
+    return sorted(rows, key=lambda r: (rank.get(rows[r]["arm"], 99), r))
+
+
+def _f(v: Any, fmt: str = ".3f") -> str:
+    return "n/a" if v is None else format(v, fmt)
+
+
+def rows_table(rows: dict[str, Any], order: list[str], group: Callable[[dict[str, Any]], dict[str, Any] | None]
+               ) -> str:
+    head = ["row", "arm", "questions", "recall (turns, both roles)", "user-only (official view)",
+            "sessions", "sessions user-only", "stored", "stored user-only", "all evidence", "tokens (cl100k)"]
+    table = []
+    for r in order:
+        g = group(rows[r])
+        if not g:
+            continue
+        table.append([r, rows[r]["arm"], g["n_probes"], g["evidence_recall"], g["delivered_turn_user"],
+                      g["delivered_session"], g["delivered_session_user"], g["stored_recall"], g["stored_turn_user"],
+                      g["all_evidence_rate"], _f(g["tokens_cl100k_mean"], ".0f")])
+    return md_table(head, table)
+
+
+def type_table(rows: dict[str, Any], order: list[str], key: str = "evidence_recall") -> str:
+    types = sorted({t for r in rows.values() for t in r["by_type"]})
+    table = [[r] + [rows[r]["by_type"].get(t, {}).get(key) for t in types] for r in order]
+    n = {t: max(rows[r]["by_type"].get(t, {}).get("n_scored", 0) for r in order) for t in types}
+    return md_table(["row"] + [f"{t} (n={n[t]})" for t in types], table)
+
+
+def expansion_table(exp: dict[str, Any]) -> str:
+    head = ["group", "recall with", "without", "delta", "user-only delta", "session delta", "tokens with",
+            "without", "delta"]
+    table = []
+    for g, m in exp["groups"].items():
+        r, u, s, t = (m[k] for k in ("evidence_recall", "delivered_turn_user", "delivered_session",
+                                     "tokens_cl100k_mean"))
+        table.append([g, r["with"], r["without"], r["delta"], u["delta"], s["delta"], _f(t["with"], ".0f"),
+                      _f(t["without"], ".0f"), _f(t["delta"], "+.0f")])
+    return md_table(head, table)
+
+
+def _status_lines(status: dict[str, Any]) -> list[list[Any]]:
+    return [[arm, ", ".join(f"{k} {v}" for k, v in st["counts"].items()), r["message"], r["questions"]]
+            for arm, st in status.items() for r in st["reasons"]]
+
+
+def render_markdown(payload: dict[str, Any]) -> str:
+    """``longmemeval.md`` from the results JSON (every number read from it)."""
+    agg = payload["aggregate"]
+    rows = agg["rows"]
+    order = _order(rows)
+    cfg = payload["config"]
+    out = [f"# LongMemEval: the designs on each question's own haystack ({payload['n_questions']} question(s))", "",
+           payload["data"]["label"] + (" (quick run)" if cfg["quick"] else ""), "",
+           "Every arm ingests one question's haystack in file order into a fresh store (duplicates kept, each "
+           "session's date as a header line on its first turn) and is asked the question with its date. "
+           "*Recall*: share of the question's evidence turns (`has_answer` true, user and assistant turns) whose "
+           "ids the delivered text carries; *user-only*: the same over user evidence turns (the official "
+           "retrieval corpus has user turns only); *sessions*: share of evidence sessions the text carries a turn "
+           "of; *stored*: the same against what the arm keeps. Questions without evidence turns are left out of "
+           "the recall averages. Tokens: tiktoken cl100k_base of the delivered text.", "",
+           "## Every row", "", rows_table(rows, order, lambda r: r["overall"]), "",
+           "## Delivered recall per question type", "", type_table(rows, order), "",
+           "## Abstention questions and the rest", ""]
+    for k in ("answerable", "abstention"):
+        if any(k in rows[r]["by_abstention"] for r in order):
+            out += [f"### {k}", "", rows_table(rows, order, lambda r, k=k: r["by_abstention"].get(k)), ""]
+    exp = agg.get("expansion")
+    if exp:
+        out += [f"## Tortoise's source-session expansion ({exp['with']} against {exp['without']})", "",
+                expansion_table(exp), ""]
+    out += ["![recall vs tokens](longmemeval.png)", ""]
+    pm = payload["pm"]
+    out += ["## AgentFly PM's training split", "", pm_line(pm), ""]
+    qa = payload.get("qa")
+    if qa:
+        out += [f"## QA (reader `{cfg['lm']}`, {cfg['reader_prompt']} prompt; judge `{qa['judge']}`)", "",
+                qa_table(qa), ""]
+    bad = _status_lines(agg["arm_status"])
+    if bad:
+        out += ["## Rows not measured", "", md_table(["arm", "questions per status", "reason", "questions"], bad), ""]
+    out += _example_lines(payload, order)
+    cache = payload.get("encoder_cache") or {}
+    if cache:
+        out.append("Encoder cache (per text, per process): " + "; ".join(
+            f"{n} {c['hits']} hits, {c['misses']} misses" for n, c in cache.items()) + ".")
+    out += ["", f"Peak memory {payload['peak_rss_mb']:.0f} MiB, {cfg['workers']} worker(s), executor "
+            f"{cfg['executor']}. {meta_block(payload['meta'])}"]
+    return "\n".join(out) + "\n"
+
+
+def pm_line(pm: dict[str, Any]) -> str:
+    if not pm.get("selected"):
+        return "PM was not selected."
+    return (f"Trained once on {pm['n_training']} question(s) of the split `{pm['split']}`"
+            f"{' (quick: the first ' + str(pm['cap']) + ')' if pm.get('cap') else ''}; its rows are absent for "
+            f"{pm['absent_questions']} evaluated question(s) of that split, so it is never scored on a question "
+            f"it was trained on." + (f" Not trained: {pm['unavailable']}." if pm.get("unavailable") else ""))
+
+
+def qa_table(qa: dict[str, Any]) -> str:
+    rows = qa["rows"]
+    types = sorted({t for a in rows.values() for t in (a.get("per_type") or {})})
+    table = [[r, a["label"], a["n"], a["n_errors"], a["overall"], a["task_averaged"], a["abstention"]["accuracy"]]
+             + [a["per_type"].get(t, {}).get("accuracy") for t in types] for r, a in rows.items()]
+    return md_table(["row", "label", "judged", "errors", "overall", "task-averaged", "abstention"] + types, table)
+
+
+def _example_lines(payload: dict[str, Any], order: list[str]) -> list[str]:
+    ex = payload.get("examples") or {}
+    shown = [r for r in order if r in ex]
+    if not shown:
+        return []
+    out = [f"## What each row delivers (question {payload['examples_question']}; head and tail of the text, "
+           f"{EXAMPLE_CHARS} characters)", ""]
+    for r in shown:
+        e = ex[r]
+        t = e["text_excerpt"]
+        half = EXAMPLE_CHARS // 2
+        body = (t if len(t) <= EXAMPLE_CHARS else t[:half] + "\n[...]\n" + t[-half:]).replace(FENCE, "'" * 3)
+        out += [f"**{r}**: \"{e['question']}\" evidence {', '.join(e['evidence'])}; delivered "
+                f"{len(e['delivered_ids'])} turn(s), {e['chars']} characters.", "", FENCE + "text", body, FENCE, ""]
+    return out
+
+
+def docs_page(payload: dict[str, Any]) -> str:
+    """The docs results page, rendered from ``longmemeval.json``: the data label, every row, per type, the
+    expansion pair and the PM split."""
+    rows = payload["aggregate"]["rows"]
+    order = _order(rows)
+    out = ["# LongMemEval through the designs", "", payload["data"]["label"], "",
+           "Rendered from `benchmarks/results/longmemeval.json` (`memsim bench longmemeval`); delivered texts are "
+           "in the run folder's `longmemeval/delivered.jsonl`. Recall counts evidence in user and assistant "
+           "turns; the user-only column is the official corpus's view.", "",
+           "## Every row", "", rows_table(rows, order, lambda r: r["overall"]), "",
+           "## Delivered recall per question type", "", type_table(rows, order), ""]
+    exp = payload["aggregate"].get("expansion")
+    if exp:
+        out += ["## Tortoise's source-session expansion", "", expansion_table(exp), ""]
+    out += ["## AgentFly PM's training split", "", pm_line(payload["pm"]), ""]
+    return "\n".join(out)
+
+
+def figure(payload: dict[str, Any]) -> Any:
+    """Delivered recall vs cl100k tokens per row (log x), and delivered recall per question type."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = payload["aggregate"]["rows"]
+    order = [r for r in _order(rows) if rows[r]["overall"]["evidence_recall"] is not None]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [1, 1.3]})
+    for j, r in enumerate(order):
+        o = rows[r]["overall"]
+        x = max(1.0, o["tokens_cl100k_mean"] or 1.0)
+        kind = SPECS[rows[r]["arm"]].kind if rows[r]["arm"] in SPECS else "design"
+        ax1.scatter([x], [o["evidence_recall"]], marker="s" if kind == "design" else "o", s=55, edgecolors="black")
+        ax1.annotate(r, (x, o["evidence_recall"]), fontsize=7, xytext=(5, 4 if j % 2 else -9),
+                     textcoords="offset points")
+    ax1.set_xscale("log")
+    ax1.set_xlabel("delivered tokens per question (cl100k_base, log)")
+    ax1.set_ylabel("delivered evidence recall (turns, both roles)")
+    ax1.set_ylim(-0.03, 1.05)
+    ax1.set_title(f"recall vs tokens ({payload['data']['label']})", fontsize=9)
+    ax1.grid(alpha=0.3)
+    types = sorted({t for r in order for t in rows[r]["by_type"]})
+    width = 0.8 / max(1, len(types))
+    xs = np.arange(len(order))
+    for i, t in enumerate(types):
+        vals = [rows[r]["by_type"].get(t, {}).get("evidence_recall") or 0.0 for r in order]
+        ax2.bar(xs + (i - (len(types) - 1) / 2) * width, vals, width, label=t)
+    ax2.set_xticks(xs, order, rotation=60, ha="right", fontsize=8)
+    ax2.set_ylabel("delivered evidence recall")
+    ax2.set_ylim(0, 1.2)
+    ax2.set_title("per question type")
+    ax2.legend(fontsize=7, ncols=3, loc="upper center")
+    ax2.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------------------ run
+def _limit(limit: int | None, quick: bool) -> int | None:
+    return (QUICK_QUESTIONS if limit is None else min(limit, QUICK_QUESTIONS)) if quick else limit
+
+
+def first_pass(path: Path, limit: int | None, types: Sequence[str] | None, quick: bool, need_pm: bool
+               ) -> tuple[int, list[Any]]:
+    """One streaming pass: how many questions the run evaluates (the progress bar's total) and, when PM runs,
+    the training-split questions of the whole file (quick: the first ``QUICK_PM_TRAIN``) as conversations; only
+    those are kept in memory. Reading stops as soon as both are known."""
+    from harness.workloads.lme_workload import to_conversation
+    from harness.workloads.longmemeval import iter_questions
+
+    iter_questions(path, types=types, limit=0)  # an unknown type: one line now, before any reading
+    lim, cap = _limit(limit, quick), (QUICK_PM_TRAIN if quick else None)
+    wanted = set(types) if types else None
+    n, train = 0, []
+    for q in iter_questions(path):
+        if (lim is None or n < lim) and (wanted is None or q.question_type in wanted):
+            n += 1
+        if need_pm and (cap is None or len(train) < cap) and pm_training_split(q.question_id):
+            train.append(to_conversation(q))
+        if lim is not None and n >= lim and (not need_pm or (cap is not None and len(train) >= cap)):
+            break
+    return n, train
+
+
+def _train_pm(train: list[Any], work_root: Path, seed: int, quick: bool) -> tuple[str | None, dict[str, Any]]:
+    info: dict[str, Any] = {"selected": True, "split": PM_SPLIT_RULE, "cap": QUICK_PM_TRAIN if quick else None,
+                            "training_question_ids": [c.sample_id for c in train], "n_training": len(train),
+                            "absent_questions": 0}
+    if not train:
+        info["unavailable"] = "the file has no question in the training split"
+        return None, info
+    from harness.workloads.agentfly_arm import train_pm_model
+
+    t0 = time.perf_counter()
+    try:
+        ckpt = train_pm_model(train, work_root / "pm", seed=seed, quick=quick)
+    except (ValueError, ArmUnavailable) as exc:
+        info["unavailable"] = " ".join(str(exc).split())
+        return None, info
+    info["train_s"] = time.perf_counter() - t0
+    return str(ckpt), info
+
+
+class _Outputs:
+    """The run's files: the delivered JSONL grows under a temporary name; at the end every file is placed
+    atomically (JSON last); on any failure what this run placed and the temporary file are removed."""
+
+    def __init__(self, out_dir: Path, fault_hook: Callable[[str], None] | None) -> None:
+        self.out_dir, self.hook = out_dir, fault_hook
+        self.sub = out_dir / NAME
+        self.sub.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.sub, prefix=".delivered.jsonl.", suffix=".tmp")
+        self.tmp = Path(tmp)
+        self.fh = os.fdopen(fd, "w", encoding="utf-8")
+        self.placed: list[Path] = []
+
+    def add(self, lines: list[dict[str, Any]]) -> None:
+        for line in lines:
+            self.fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    def place(self, path: Path, data: bytes, step: str) -> None:
+        write_atomic(path, data, self.hook, step)
+        self.placed.append(path)
+
+    def finish(self, hypotheses: dict[str, list[dict[str, Any]]], files: list[tuple[str, bytes]]) -> list[Path]:
+        self.fh.close()
+        jsonl = self.sub / "delivered.jsonl"
+        if self.hook:
+            self.hook(STEP_DELIVERED)
+        os.chmod(self.tmp, 0o644)
+        os.replace(self.tmp, jsonl)
+        self.placed.append(jsonl)
+        for row, items in hypotheses.items():
+            from harness.workloads.lme_qa import write_hypotheses
+
+            p = self.sub / "hypotheses" / f"{row.replace('/', '_')}.jsonl"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            write_hypotheses(p, items, fault_hook=self.hook)
+            self.placed.append(p)
+        for name, data in files:
+            self.place(self.out_dir / name, data, STEP_RESULTS)
+        return list(reversed(self.placed))
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError):
+            self.fh.close()
+        self.tmp.unlink(missing_ok=True)
+        for p in self.placed:
+            p.unlink(missing_ok=True)
+
+
+def _check_lms(lm: str | None, lm_base: str | None, judge_lm: str | None, judge_lm_base: str | None,
+               reader_prompt: str) -> dict[str, Any]:
+    if not lm:
+        if judge_lm:
+            raise ValueError("--judge-lm needs --lm (the reader whose hypotheses it judges)")
+        return {"judge_lm": None, "judge_lm_base": None}
+    from harness.workloads.lme_qa import READER_PROMPTS, Judge, Reader
+
+    if reader_prompt not in READER_PROMPTS:
+        raise ValueError(f"--reader-prompt {reader_prompt!r}: choose from {', '.join(READER_PROMPTS)}")
+    judge_lm = judge_lm or lm
+    judge_lm_base = judge_lm_base if judge_lm_base is not None else (lm_base if judge_lm == lm else None)
+    Reader(lm, lm_base=lm_base, style=reader_prompt).check()
+    Judge(judge_lm, lm_base=judge_lm_base).check()
+    return {"judge_lm": judge_lm, "judge_lm_base": judge_lm_base}
+
+
+def _png(payload: dict[str, Any]) -> bytes:
+    import matplotlib.pyplot as plt
+
+    fig = figure(payload)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm_classes: list[str] | None = None,
+        k_values: tuple[int, ...] = (4, 8), lm: str | None = None, lm_base: str | None = None,
+        judge_lm: str | None = None, judge_lm_base: str | None = None, reader_prompt: str = "con",
+        workers: int = 1, executor: str = "local", address: str | None = None, limit: int | None = None,
+        types: Sequence[str] | None = None, quick: bool = False, track: Callable[..., Any] | None = None,
+        seed: int = 0, echo: Callable[[str], None] | None = None, fault_hook: Callable[[str], None] | None = None,
+        tmp_dir: Path | None = None, share_encoders: bool = True) -> list[Path]:
+    """Run the designs on LongMemEval and write ``longmemeval.{json,md,png}`` and ``longmemeval/`` (the delivered
+    JSONL, hypotheses with an LM) to ``out_dir``, only once every question is done (see the module docstring).
+    ``arms`` is ``--arms`` text (``None``: ``default_arms()``); ``limit``/``types`` select questions in file order;
+    ``workers`` processes (``executor="local"``) or Ray tasks (``"ray"``, ``address`` to join a cluster)."""
+    from benchmarks.locomo import _check_out_dir, _peak_rss_mb
+    from harness.workloads.longmemeval import resolve_longmemeval_path
+
+    set_torch_threads(1)
+    t_start = time.perf_counter()
+    track = track or (lambda it, description="", total=None: it)
+    _check_out_dir(out_dir)
+    if not k_values or min(k_values) < 1:
+        raise ValueError(f"--k values must be positive, got {list(k_values)}")
+    if workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {workers}")
+    if executor not in ("local", "ray"):
+        raise ValueError(f"--executor {executor!r}: choose local or ray")
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be at least 1, got {limit}")
+    names = select_arms(arms, arm_classes, quick=quick, default=",".join(default_arms()))
+    require_runnable(names)
+    src = resolve_longmemeval_path(data)
+    label = data_description(src)
+    lms = _check_lms(lm, lm_base, judge_lm, judge_lm_base, reader_prompt)
+    arm_names = [n if isinstance(n, str) else n.name for n in names]
+    need_pm = "pm" in arm_names
+    n_questions, train = first_pass(src, limit, types, quick, need_pm)
+    if n_questions == 0:
+        raise ValueError(f"{src}: no question matches" + (f" --types {','.join(types)}" if types else ""))
+    if quick and echo:
+        echo(f"--quick: the first {n_questions} question(s), quick arm settings")
+    work_root = Path(tempfile.mkdtemp(prefix="memsim-longmemeval-", dir=tmp_dir))
+    outputs: _Outputs | None = None
+    samplers: list[Any] = []
+    try:
+        pm_model, pm = _train_pm(train, work_root, seed, quick) if need_pm else (None, {"selected": False})
+        del train
+        if need_pm and pm_model is None and echo:
+            echo(f"AgentFly PM not trained: {pm['unavailable']}")
+        run_names = [n for n in names if not (pm_model is None and (n if isinstance(n, str) else n.name) == "pm")]
+        base = {"names": run_names, "work_root": str(work_root), "k_values": tuple(k_values), "quick": quick,
+                "seed": seed, "pm_model": pm_model, "share": share_encoders, "lm": lm, "lm_base": lm_base,
+                "reader_prompt": reader_prompt, "in_worker": False, **lms}
+        from harness.workloads.longmemeval import LoadStats, iter_questions
+
+        stats = LoadStats()
+        jobs = ({**base, "question": q} for q in iter_questions(src, stats=stats, limit=_limit(limit, quick),
+                                                                  types=types))
+        used = min(workers, n_questions)
+        if used == 1 and executor == "local":
+            outcomes: Iterator[dict[str, Any]] = _serial(jobs)
+            ctx: Any = _run_caches(share_encoders)
+        elif executor == "ray":
+            outcomes, ctx = _ray_pool(jobs, used, address), contextlib.nullcontext()
+        else:
+            outcomes, ctx = _local_pool(jobs, used, share_encoders, samplers), contextlib.nullcontext()
+        outputs = _Outputs(out_dir, fault_hook)
+        results: list[dict[str, Any]] = []
+        caches: dict[int, dict[str, Any]] = {}
+        with ctx, contextlib.closing(outcomes):
+            for got in track(outcomes, description="LongMemEval questions", total=n_questions):
+                outputs.add(got.pop("delivered"))
+                caches[got.pop("pid")] = got.pop("encoder_cache")
+                results.append(got)
+        if not pm_model and need_pm:
+            for res in results:
+                res["arms"]["pm"] = {"status": "unavailable", "message": f"PM not trained: {pm['unavailable']}"}
+        pm["absent_questions"] = sum(1 for r in results if r["arms"].get("pm", {}).get("status") == "absent")
+        agg = aggregate(results)
+        if not agg["rows"]:
+            raise ValueError("no arm produced a row: " + "; ".join(
+                f"{a}: {r['message']}" for a, st in agg["arm_status"].items() for r in st["reasons"]))
+        payload = _payload(src, label, results, agg, pm, caches, arm_names if arms is not None else [],
+                           stats, locals_cfg={
+            "arms": arm_names, "arm_classes": list(arm_classes or []), "k": list(k_values), "quick": quick,
+            "seed": seed, "workers": used, "executor": executor, "limit": limit,
+            "types": list(types) if types else None, "lm": lm, "reader_prompt": reader_prompt,
+            "share_encoders": share_encoders})
+        hyps: dict[str, list[dict[str, Any]]] = {}
+        if lm:
+            payload["qa"] = {"judge": lms["judge_lm"], "rows": qa_rows(results, lms["judge_lm"])}
+            for res in results:
+                for row, item in res["qa"].items():
+                    hyps.setdefault(row, []).append(item)
+        sampled = samplers[0].peak_mb if samplers else 0.0
+        payload["peak_rss_mb"] = max(_peak_rss_mb(), sampled)
+        payload["meta"]["wall_s"] = payload["wall_s"] = time.perf_counter() - t_start
+        files = [(f"{NAME}.png", _png(payload)),
+                 (f"{NAME}.md", render_markdown(payload).encode("utf-8")),
+                 (f"{NAME}.json", (json.dumps(_jsonable(payload), indent=2, ensure_ascii=False) + "\n").encode())]
+        return outputs.finish(hyps, files)
+    except BaseException:
+        if outputs is not None:
+            outputs.abort()
+        raise
+    finally:
+        shutil.rmtree(work_root, ignore_errors=True)
+
+
+def _payload(src: Path, label: dict[str, Any], results: list[dict[str, Any]], agg: dict[str, Any],
+             pm: dict[str, Any], caches: dict[int, dict[str, Any]], named: list[str], stats: Any,
+             locals_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The results JSON; ``named`` is the arms the user named (empty for the default selection, which leaves out
+    the LoCoMo-only arms and says so in ``arm_status``)."""
+    import dataclasses
+
+    cache: dict[str, dict[str, int]] = {}
+    for per in caches.values():  # each process's cache counts are cumulative: its last report is its total
+        for n, st in per.items():
+            acc = cache.setdefault(n, {"hits": 0, "misses": 0, "texts": 0})
+            for k in acc:
+                acc[k] += st[k]
+    skipped = {a: {"counts": {"absent": len(results)}, "reasons": [{"message": LOCOMO_ONLY[a],
+                                                                   "questions": len(results), "first": []}]}
+               for a in LOCOMO_ONLY if not named}
+    agg["arm_status"].update(skipped)
+    first = next((r for r in results if r["examples"]), None)
+    return {
+        "name": NAME, "data": label, "config": {"data": src.name, **locals_cfg},
+        "n_questions": len(results),
+        "questions": [{k: r[k] for k in ("question_id", "question_type", "abstention", "n_sessions", "n_turns",
+                                         "n_evidence_turns", "n_user_evidence_turns")} for r in results],
+        "question_types": {t: sum(1 for r in results if r["question_type"] == t)
+                           for t in sorted({r["question_type"] for r in results})},
+        "sessions_per_question_median": statistics.median(r["n_sessions"] for r in results),
+        "aggregate": agg, "pm": pm,
+        "load_stats": {k: dict(v) if isinstance(v, dict) else v for k, v in dataclasses.asdict(stats).items()},
+        "examples": first["examples"] if first else {}, "examples_question": first["question_id"] if first else None,
+        "encoder_cache": cache,
+        "meta": {"machine": machine_description(), "seeds": {"seed": locals_cfg["seed"]},
+                 "quick": locals_cfg["quick"], "workers": locals_cfg["workers"]},
+    }
