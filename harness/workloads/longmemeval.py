@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -281,16 +281,17 @@ class _CountingReader:
 
 
 def _syntax_line(source: str, exc: Exception, reader: _CountingReader) -> str:
-    """ijson's multi-line message as one line, placed within the bytes the parser had read."""
+    """ijson's multi-line message as one line, placed within the bytes the parser had read (the yajl2 C backend's
+    messages and the pure-Python backend's, which ijson falls back to without the C library)."""
     text = str(exc)
     if text.startswith(("b'", 'b"')):
         text = text[2:]
     first = text.replace("\\n", "\n").splitlines()[0].strip() if text.strip() else type(exc).__name__
     lo, hi = reader.consumed - reader.last, reader.consumed
     span = f"at byte {hi}" if lo == hi else f"within bytes {lo}-{hi}"
-    if "UTF8" in first or "UTF-8" in first:
+    if "UTF8" in first or "UTF-8" in first or "codec can't decode" in first:
         return f"{source}: not UTF-8 text ({first.rstrip('.')}, {span})"
-    if "premature EOF" in first:
+    if "premature EOF" in first or "Incomplete JSON" in first:  # the C backend's words, then the Python one's
         return f"{source}: not complete JSON: the file ends inside the array ({first}, {span}); a truncated copy?"
     return f"{source}: not valid JSON ({first}, {span})"
 
@@ -392,7 +393,7 @@ RELEASES: dict[str, tuple[str, int]] = {
 98d7416, original revision 2ec2a55)."""
 
 
-def release_of(path: Path | str, *, on_bytes: Any = None) -> str | None:
+def release_of(path: Path | str, *, on_bytes: Callable[[int], None] | None = None) -> str | None:
     """The published release ``path`` is (``"LongMemEval S, cleaned release"``), by the sha256 of its bytes, or
     ``None`` for any other file. A file whose size is no release's is not read at all; otherwise the hash is
     streamed and cached in-process by (path, size, mtime) (:func:`harness.datafetch.sha256_of`)."""
@@ -405,7 +406,7 @@ def release_of(path: Path | str, *, on_bytes: Any = None) -> str | None:
     return hit[0] if hit else None
 
 
-def describe_data(path: Path | str, *, on_bytes: Any = None) -> str:
+def describe_data(path: Path | str, *, on_bytes: Callable[[int], None] | None = None) -> str:
     """One line naming what ``path`` is: ``"longmemeval_s_cleaned.json: LongMemEval S, cleaned release (sha256
     ok)"``, or ``"<file>: not a published release (sha256 <first 16 hex>, <size> bytes); read as
     LongMemEval-format data"`` (data a user made, or a generated file, is accepted as it is)."""

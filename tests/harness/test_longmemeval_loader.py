@@ -370,3 +370,17 @@ def test_a_missing_or_folder_path_is_an_error_never_a_fall_through(home: Path, t
     monkeypatch.setenv("MEMSIM_LONGMEMEVAL_DATA", str(tmp_path / "gone.json"))
     with pytest.raises(LongMemEvalDataError, match=r"\(from \$MEMSIM_LONGMEMEVAL_DATA\)"):
         find_longmemeval_path()
+
+
+def test_the_pure_python_ijson_backend_gives_the_same_one_line_errors(tmp_path: Path, monkeypatch) -> None:
+    """Without the yajl2 C library ijson falls back to its Python backend, whose messages differ."""
+    import ijson
+    import ijson.backends.python as pure
+
+    monkeypatch.setattr(ijson, "items", pure.items)
+    good = json.dumps(_qs(), indent=2).encode()
+    (tmp_path / "cut.json").write_bytes(good[: len(good) // 2])
+    (tmp_path / "latin1.json").write_bytes(json.dumps(_qs()).replace("Rex", "R\u00e9x").encode("latin-1"))
+    assert "not complete JSON" in _one_error(tmp_path / "cut.json")
+    assert "not UTF-8 text" in _one_error(tmp_path / "latin1.json")
+    assert len(list(iter_questions(_file(tmp_path, _qs())))) == 5
