@@ -7,7 +7,6 @@ import copy
 import hashlib
 import json
 import os
-import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -341,7 +340,6 @@ def test_resolver_order_given_then_environment_then_fetched_s_first(home: Path, 
     for name in order:
         (d / name).write_text("[]")
         assert resolve_longmemeval_path() == d / name, name  # each newly placed one is preferred
-        time.sleep(0)  # (order is by name, never by time)
     path, source, looked = lookup("longmemeval")
     assert path == d / "longmemeval_s_cleaned.json" and source == "the copy in the data folder"
     assert "longmemeval_oracle.json" in looked[-1] and "not read" in looked[-1]
