@@ -197,7 +197,7 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
         "config": {"retrievers": list(dict.fromkeys(r["retriever"] for r in result_rows)), "encoder": encoder,
                    "limit": limit, "types": list(types) if types else None, "quick": quick,
                    "quick_questions": QUICK_QUESTIONS if quick else None, "workers": workers, "executor": executor,
-                   "ks": list(R.KS), "granularities": list(R.GRANULARITIES), "averagings": list(R.AVERAGINGS)},
+                   "dense_device": _dense_device() if "minilm" in names else None, "ks": list(R.KS), "granularities": list(R.GRANULARITIES), "averagings": list(R.AVERAGINGS)},
         "rows": result_rows,
         "wall_s": wall,
         "meta": {"machine": machine_description(), "seeds": {"seed": seed}, "quick": quick, "wall_s": wall,
@@ -231,6 +231,13 @@ def write_outputs(out_dir: Path, payload: dict[str, Any],
         write_atomic(path, data, fault_hook, f"{NAME}.{ext}.write")
         paths.append(path)
     return [paths[2], paths[1], paths[0]]
+
+
+def _dense_device() -> str:
+    """Where the dense retriever runs (its default: CUDA when torch sees a GPU, else the CPU)."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _in_order(done: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
