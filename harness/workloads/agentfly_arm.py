@@ -39,14 +39,19 @@ NP (``NPArm``, rows ``np-<pooling>@K``):
   key text, top-k by ``torch.topk`` like the pooler path; its recompute cost is timed the same way with that
   encoder.
 
-PM (``PMArm``, rows ``pm@K``): see the class docstring; its labels are **not** AgentFly's (AGF-35).
+PM (``PMArm``, rows ``pm@K``): see the class docstring; its labels are **not** AgentFly's (AGF-35). On LongMemEval
+(one conversation per question) the classifier is trained once per run by :func:`train_pm_model` on questions
+disjoint from the evaluated ones (the caller chooses the split) and handed to every PM arm as ``ctx.pm_model``;
+the arm then loads it and trains nothing. On LoCoMo the arm trains per conversation on ``ctx.others`` as before.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +74,114 @@ from harness.workloads.base import ArmContext, Delivery
 from harness.workloads.locomo import Conversation, Probe
 
 CAPTURE_ANSWER = "FINAL ANSWER: (delivery capture: no answer requested)"
+PM_INFO = "memsim-pm.json"
+"""The file beside ``last.pt`` in a :func:`train_pm_model` folder: what the model was trained on (written last, so
+a folder that has it holds a whole model)."""
+LOCOMO_LABELLING = "non-faithful: LoCoMo evidence relevance from the other conversations (AGF-35)"
+LME_LABELLING = "non-faithful: LongMemEval evidence relevance, questions disjoint from the evaluated (AGF-35)"
+
+
+def pm_training_pairs(train: Sequence[Conversation], *, seed: int, negatives: int,
+                      max_questions: int | None) -> list[dict[str, Any]]:
+    """Relevance pairs for the PM classifier from ``train`` (see ``PMArm``): per question with a gold answer
+    (``Probe.has_gold``: LoCoMo categories 1-4, LongMemEval non-abstention) and valid evidence, one positive
+    ``(question, evidence turn)`` per evidence turn and ``negatives`` negatives per positive, ``(question, another
+    turn of that conversation)``, sampled with ``random.Random(seed)``; at most ``max_questions`` questions per
+    conversation. Case texts are the dated lines the bank holds."""
+    rng = random.Random(seed)
+    rows: list[dict[str, Any]] = []
+    for conv in train:
+        lines = {t.dia_id: dated_line(t, s) for t, s in dated_turns(conv)}
+        ids = list(lines)
+        probes = [p for p in conv.probes if p.has_gold and p.evidence]
+        if max_questions is not None:
+            probes = probes[:max_questions]
+        for p in probes:
+            evidence = [e for e in dict.fromkeys(p.evidence) if e in lines]
+            for e in evidence:
+                rows.append(pair_row(p.question, {"case": lines[e], "case_label": "positive", "plan": ""}, True))
+            pool = [i for i in ids if i not in set(evidence)]
+            for i in rng.sample(pool, min(len(pool), negatives * len(evidence))):
+                rows.append(pair_row(p.question, {"case": lines[i], "case_label": "positive", "plan": ""},
+                                     False))
+    return rows
+
+
+def _train_classifier(rows: list[dict[str, Any]], pairs_path: Path, ckpt_dir: Path, *, seed: int, epochs: int,
+                      atomic: bool = False, fault_hook: Callable[[str], None] | None = None
+                      ) -> tuple[Any, float]:
+    """Write ``rows`` and train the head (the settings of ``PMArm``); returns the trainer's result and seconds."""
+    from agentfly_sim.training import TrainConfig, train
+
+    # case-length order: the trainer encodes distinct texts in first-seen order, in batches of 64, so similar
+    # lengths side by side pad little (the split groups by query and the loader shuffles: order is otherwise moot)
+    rows.sort(key=lambda r: len(r["case"]))
+    write_jsonl(pairs_path, rows)
+    cfg = TrainConfig(train=str(pairs_path), output_dir=str(ckpt_dir), freeze_backbone=True,
+                      group_by_query=True, lr=1e-3, epochs=epochs, batch_size=32, eval_every=10**9,
+                      seed=seed, atomic_checkpoints=atomic)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread: the training time is comparable across hosts and runs
+    started = time.perf_counter()
+    try:
+        result = train(cfg, log=lambda _line: None, fault_hook=fault_hook)
+    finally:
+        torch.set_num_threads(threads)
+    return result, time.perf_counter() - started
+
+
+def _train_info(labelling: str, rows: list[dict[str, Any]], result: Any, train_s: float, epochs: int,
+                negatives: int, others: list[str]) -> dict[str, Any]:
+    final = result.evaluations[-1] if result.evaluations else {}
+    return {
+        "labelling": labelling, "train_s": round(train_s, 3), "pairs": len(rows),
+        "positives": sum(1 for r in rows if r["truth_label"]), "n_train": result.n_train,
+        "n_val": result.n_val, "epochs": epochs, "negatives_per_positive": negatives,
+        "others": others, "val_auc": final.get("auc"), "val_f1": final.get("f1"),
+    }
+
+
+def train_pm_model(train: Sequence[Conversation], workdir: Path, *, seed: int, quick: bool,
+                   fault_hook: Callable[[str], None] | None = None) -> Path:
+    """Train the PM classifier once on ``train`` (LongMemEval: questions disjoint from every evaluated one; the
+    caller chooses them) and return its checkpoint folder (``workdir/pm-model``: ``last.pt``, the trainer's
+    metrics and ``PM_INFO``), for ``ArmContext.pm_model``. The pairs and training settings are ``PMArm``'s
+    (``pm_training_pairs``; 1 negative, 1 epoch and 20 questions per conversation with ``quick``). The
+    checkpoints are written atomically (the trainer's named ``atomic_checkpoints`` option, fault steps
+    ``agentfly.train.*``) and ``PM_INFO`` last (step ``memsim.pm_model.info``). No pair at all is a one-line
+    ``ValueError``."""
+    from agentfly_sim.durable import write_with
+
+    negatives, epochs = (1, 1) if quick else (2, 20)
+    rows = pm_training_pairs(train, seed=seed, negatives=negatives, max_questions=20 if quick else None)
+    if not rows:
+        raise ValueError(f"the PM model needs training pairs: the {len(train)} training question(s) hold no "
+                         f"question with a gold answer and evidence turns")
+    folder = Path(workdir) / "pm-model"
+    folder.mkdir(parents=True, exist_ok=True)
+    result, train_s = _train_classifier(rows, folder / "pairs.jsonl", folder, seed=seed, epochs=epochs,
+                                        atomic=True, fault_hook=fault_hook)
+    info = _train_info(LME_LABELLING, rows, result, train_s, epochs, negatives, [c.sample_id for c in train])
+    info["checkpoint"] = Path(result.last_path).name
+    data = json.dumps(info, ensure_ascii=False) + "\n"
+    write_with(folder / PM_INFO, lambda p: Path(p).write_text(data, encoding="utf-8"), step="memsim.pm_model.info",
+               hook=fault_hook, atomic=True)
+    return folder
+
+
+def load_pm_model(folder: Path) -> tuple[Path, dict[str, Any]]:
+    """The checkpoint file and training description of a :func:`train_pm_model` folder; a folder without a
+    whole model is a one-line ``ValueError`` naming it."""
+    info_path = Path(folder) / PM_INFO
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{folder}: not a PM model folder made by train_pm_model (cannot read {PM_INFO}: "
+                         f"{type(exc).__name__})") from None
+    ckpt = Path(folder) / str(info.get("checkpoint", "last.pt"))
+    if not ckpt.is_file():
+        raise ValueError(f"{folder}: PM model folder without its checkpoint {ckpt.name}")
+    return ckpt, info
 
 
 class CapturePlanner:
@@ -320,6 +433,10 @@ class _MemoRetriever:
 class PMArm(_BankArm):
     """AgentFly's parametric memory with a classifier trained on LoCoMo evidence: rows ``pm@K``.
 
+    With ``ctx.pm_model`` (a :func:`train_pm_model` folder: LongMemEval, trained once per run on questions disjoint
+    from the evaluated ones) the arm loads that classifier, trains nothing and ignores ``ctx.others``; its rows'
+    meta then carry that model's training description (``pm_model_loaded`` true). Without it, as follows.
+
     **Non-faithful labelling (AGF-35).** AgentFly trains its case classifier on its own judge outcomes, which say
     whether a retrieved plan led to a correct answer, never whether a case is relevant to a query. This arm
     instead gives the same trainer the supervision those labels never provide: for every question of the *other*
@@ -365,57 +482,31 @@ class PMArm(_BankArm):
 
     def training_pairs(self) -> list[dict[str, Any]]:
         """Relevance pairs from ``ctx.others`` (see the class docstring)."""
-        rng = random.Random(self.ctx.seed)
-        rows: list[dict[str, Any]] = []
-        for conv in self.ctx.others:
-            lines = {t.dia_id: dated_line(t, s) for t, s in dated_turns(conv)}
-            ids = list(lines)
-            probes = [p for p in conv.probes if p.category in (1, 2, 3, 4) and p.evidence]
-            if self.max_questions is not None:
-                probes = probes[: self.max_questions]
-            for p in probes:
-                evidence = [e for e in dict.fromkeys(p.evidence) if e in lines]
-                for e in evidence:
-                    rows.append(pair_row(p.question, {"case": lines[e], "case_label": "positive", "plan": ""}, True))
-                pool = [i for i in ids if i not in set(evidence)]
-                for i in rng.sample(pool, min(len(pool), self.negatives * len(evidence))):
-                    rows.append(pair_row(p.question, {"case": lines[i], "case_label": "positive", "plan": ""},
-                                         False))
-        return rows
+        return pm_training_pairs(self.ctx.others, seed=self.ctx.seed, negatives=self.negatives,
+                                 max_questions=self.max_questions)
 
-    def _start(self) -> None:
-        from agentfly_sim.classifier import CaseRetriever
-        from agentfly_sim.training import TrainConfig, train
-
+    def _checkpoint(self) -> str:
+        """The classifier to serve: ``ctx.pm_model``'s when given, else one trained now on ``ctx.others``."""
+        if self.ctx.pm_model is not None:
+            ckpt, info = load_pm_model(self.ctx.pm_model)
+            trained_on = list(info.get("others") or [])
+            self.train_info = {**{k: v for k, v in info.items() if k not in ("checkpoint", "others")},
+                               "train_conversations": len(trained_on), "pm_model_loaded": True}
+            return str(ckpt)
         rows = self.training_pairs()
         if not rows:
             raise ValueError("the PM arm needs training pairs: ctx.others holds no other conversation with "
                              "evidence-annotated questions (leave-one-conversation-out)")
-        # case-length order: the trainer encodes distinct texts in first-seen order, in batches of 64, so similar
-        # lengths side by side pad little (the split groups by query and the loader shuffles: order is otherwise moot)
-        rows.sort(key=lambda r: len(r["case"]))
-        write_jsonl(self.pairs_path, rows)
-        cfg = TrainConfig(train=str(self.pairs_path), output_dir=str(self.root / "ckpt"), freeze_backbone=True,
-                          group_by_query=True, lr=1e-3, epochs=self.epochs, batch_size=32, eval_every=10**9,
-                          seed=self.ctx.seed)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # one thread: the training time is comparable across hosts and runs
-        started = time.perf_counter()
-        try:
-            result = train(cfg, log=lambda _line: None)
-        finally:
-            torch.set_num_threads(threads)
-        train_s = time.perf_counter() - started
-        final = result.evaluations[-1] if result.evaluations else {}
-        self.train_info = {
-            "labelling": "non-faithful: LoCoMo evidence relevance from the other conversations (AGF-35)",
-            "train_s": round(train_s, 3), "pairs": len(rows),
-            "positives": sum(1 for r in rows if r["truth_label"]), "n_train": result.n_train,
-            "n_val": result.n_val, "epochs": self.epochs, "negatives_per_positive": self.negatives,
-            "others": [c.sample_id for c in self.ctx.others],
-            "val_auc": final.get("auc"), "val_f1": final.get("f1"),
-        }
-        retriever = CaseRetriever(result.last_path, cache_case_vectors=True)
+        result, train_s = _train_classifier(rows, self.pairs_path, self.root / "ckpt", seed=self.ctx.seed,
+                                            epochs=self.epochs)
+        self.train_info = _train_info(LOCOMO_LABELLING, rows, result, train_s, self.epochs, self.negatives,
+                                      [c.sample_id for c in self.ctx.others])
+        return str(result.last_path)
+
+    def _start(self) -> None:
+        from agentfly_sim.classifier import CaseRetriever
+
+        retriever = CaseRetriever(self._checkpoint(), cache_case_vectors=True)
         pool, meta = load_pool(self.bank_path)
         started = time.perf_counter()
         retriever.case_vectors(sorted(pool, key=len))  # warm the case-vector cache in length-sorted batches

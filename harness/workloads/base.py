@@ -1,7 +1,8 @@
 """The arm protocol: one small adapter per design (and per baseline) over a conversation workload.
 
 An arm ingests a whole conversation in order (sessions in order, each with its date-time text, turns in order)
-through the design's public API, then answers each probe with a ``Delivery``: the exact text a model would get
+through the design's public API (a LoCoMo conversation or one LongMemEval question, the two loaders of
+``harness.workloads.locomo``'s models; see ``harness.workloads.lme_workload``), then answers each probe with a ``Delivery``: the exact text a model would get
 for that question, and the provenance (which ``dia_id`` turns that text contains). ``stored()`` names the turns
 whose content exists anywhere in the arm's durable memory, so the gap between stored and delivered can be read
 per design. Adapters live in the harness; the simulators never learn about workloads.
@@ -48,7 +49,11 @@ class ArmContext:
     ``workdir`` is a fresh directory the arm owns (its bank, session files, Kuzu store); ``k_values`` the top-K
     settings for ranked arms (one delivered row per K); ``others`` the other conversations of the run (the PM arm
     trains on them, leave-one-conversation-out); ``lm`` an optional dspy LM string (e.g. Tortoise's extractor);
-    ``quick`` asks for the smallest settings (tests).
+    ``quick`` asks for the smallest settings (tests). ``workload`` names the loader of the conversation the arm is
+    built for (``"locomo"`` or ``"longmemeval"``, ``Conversation.workload``; the runner sets it), for the rows
+    that exist on one workload only (Tortoise's no-expansion row on LongMemEval). ``pm_model`` is a PM
+    checkpoint folder made by ``agentfly_arm.train_pm_model`` (LongMemEval: trained once per run on questions
+    disjoint from the evaluated ones); the PM arm then loads it instead of training on ``others``.
     """
 
     workdir: Path
@@ -57,6 +62,8 @@ class ArmContext:
     others: tuple[Conversation, ...] = ()
     lm: str | None = None
     quick: bool = False
+    workload: str = "locomo"
+    pm_model: Path | None = None
 
 
 @runtime_checkable

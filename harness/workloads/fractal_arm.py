@@ -5,12 +5,16 @@ Mapping choices (each one a decision of this adapter, not of Fractal):
 - **Submits.** Within a session, turns are paired in order: the first unpaired turn is the user message, and the
   next turn is the agent's whole response when it exists and comes from the other speaker. A turn with no such
   reply (the last turn of a session, or a speaker talking twice in a row) submits with an empty response. Pairs
-  never cross a session boundary. Both sides carry the speaker name: ``arm_text.turn_line`` (``"Caroline: ..."``,
+  never cross a session boundary. On a workload with roles (LongMemEval) a pair is a ``user`` turn and the
+  ``assistant`` turn that follows it, which is Fractal's own shape (a user message and the agent's reply); an
+  ``assistant`` turn that no user turn precedes (a session that opens with the assistant) submits on its own as
+  the message, with an empty response, like LoCoMo's unpaired turns. Both sides carry the speaker name: ``arm_text.turn_line`` (``"Caroline: ..."``,
   photo caption appended).
 - **Dates.** Fractal has no notion of time a user could set (its timestamps are wall-clock and never rendered,
   FRA-02), so the session date-time travels in the text: the user message of the first submit of every LoCoMo
   session starts with the line ``"(session <n>: <date-time>)"``. The summary keeps every user message verbatim
-  (FRA-01), so each session's date stays model-visible.
+  (FRA-01), so each session's date stays model-visible. A session without a date-time (LongMemEval's: its date
+  is already the header line of the session's first turn, ``harness.workloads.lme_workload``) gets no such line.
 - **One Fractal session** per conversation, driven by ``FractalRuntime.submit`` with a ``ScriptedAgent`` whose
   script returns the reply text (no workspace actions, the default scripted trace). Each submit performs the
   runtime's two saves (FRA-10), so after ingest the session file holds everything; the arm then reloads the
@@ -46,17 +50,26 @@ from harness.workloads.locomo import Conversation, Probe, Turn
 
 
 def session_header(index: int, date_time: str) -> str:
-    """The line that carries a LoCoMo session's date-time into the first user message of that session."""
-    return f"(session {index}: {date_time})"
+    """The line that carries a LoCoMo session's date-time into the first user message of that session (``""``
+    for a session without one)."""
+    return f"(session {index}: {date_time})" if date_time else ""
+
+
+def _replies(user: Turn, reply: Turn) -> bool:
+    """Whether ``reply`` answers ``user``: the other speaker; with roles, an assistant turn after a user turn."""
+    if user.role is not None or reply.role is not None:
+        return user.role == "user" and reply.role == "assistant"
+    return reply.speaker != user.speaker
 
 
 def pair_turns(turns: list[Turn]) -> list[tuple[Turn, Turn | None]]:
-    """``(user turn, reply turn or None)`` pairs in order; a reply must come from the other speaker."""
+    """``(user turn, reply turn or None)`` pairs in order; a reply must come from the other speaker (with roles:
+    an assistant turn after a user turn)."""
     pairs: list[tuple[Turn, Turn | None]] = []
     i = 0
     while i < len(turns):
         user = turns[i]
-        if i + 1 < len(turns) and turns[i + 1].speaker != user.speaker:
+        if i + 1 < len(turns) and _replies(user, turns[i + 1]):
             pairs.append((user, turns[i + 1]))
             i += 2
         else:
@@ -89,8 +102,9 @@ class FractalArm:
         for session in conversation.sessions:
             for k, (user, reply) in enumerate(pair_turns(session.turns)):
                 message = turn_line(user)
-                if k == 0:
-                    message = session_header(session.index, session.date_time) + "\n" + message
+                header = session_header(session.index, session.date_time) if k == 0 else ""
+                if header:
+                    message = header + "\n" + message
                 response = turn_line(reply) if reply is not None else ""
                 self.agent.add(TurnScript([], Return(response, [])))
                 runtime.submit_sync(message)

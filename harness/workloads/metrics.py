@@ -41,6 +41,16 @@ Definitions (``valid evidence`` = the probe's evidence ids that name a turn, see
   whose delivery needs no matching).
 - Categories 1-5 are reported separately; the **headline** pools categories 1-4 (category 5 is adversarial,
   as most published LoCoMo evaluations do).
+- **LongMemEval probes** (``harness.workloads.lme_workload``; category 0, so ``summarize``'s categories and
+  headline never count them: a LongMemEval bench aggregates per question type itself). Evidence is every turn with
+  ``has_answer`` true, user and assistant; the gold answer is skipped for abstention questions (``Probe.has_gold``).
+  Their records carry more keys, which a LoCoMo record never has: ``question_type``, ``question_id``,
+  ``abstention``; the **user-only** view LongMemEval's own retrieval scores (``n_official_evidence``,
+  ``official_recall``, ``official_all_evidence``, ``official_stored_recall``: the same definitions against the
+  user evidence turns only; None when the question has none, e.g. single-session-assistant); and the **session
+  level** (``n_evidence_sessions``, ``session_recall`` = share of the evidence sessions, ids containing
+  ``answer``, of which at least one turn is delivered; ``session_stored_recall`` the same against ``stored()``;
+  None without evidence sessions or without ``session_of``).
 """
 
 from __future__ import annotations
@@ -227,11 +237,11 @@ def probe_record(conversation: str, probe: Probe, row: str, delivery: Delivery, 
     ev = set(probe.evidence)
     hits = len(ev & delivery.dia_ids)
     s_hits = len(ev & stored)
-    gold = probe.answer if probe.category != 5 else None
+    gold = probe.answer if probe.has_gold else None
     counter = counter or token_counter()
     ranking = delivered_ranking(delivery.meta)
     ranked = ranked_metrics(ranking, probe.evidence, session_of) if ranking is not None and session_of else None
-    return {
+    rec = {
         "conversation": conversation,
         "probe": probe.index,
         "category": probe.category,
@@ -251,6 +261,35 @@ def probe_record(conversation: str, probe: Probe, row: str, delivery: Delivery, 
         "is_ranked": ranking is not None,
         "ranked": ranked,
     }
+    if probe.question_type is not None:
+        rec.update(lme_fields(probe, delivery.dia_ids, stored, session_of))
+    return rec
+
+
+def _share(gold: Sequence[Any], got: Iterable[Any]) -> float | None:
+    have = set(got)
+    return sum(1 for g in gold if g in have) / len(gold) if gold else None
+
+
+def lme_fields(probe: Probe, delivered: frozenset[str], stored: frozenset[str],
+               session_of: Mapping[str, int] | None) -> dict[str, Any]:
+    """The record keys only a LongMemEval probe has (see the module docstring)."""
+    official = list(dict.fromkeys(probe.official_evidence or []))
+    sessions = list(dict.fromkeys(probe.evidence_sessions or []))
+    out: dict[str, Any] = {
+        "question_type": probe.question_type, "question_id": probe.question_id, "abstention": probe.abstention,
+        "n_official_evidence": len(official),
+        "official_recall": _share(official, delivered),
+        "official_all_evidence": set(official) <= delivered if official else None,
+        "official_stored_recall": _share(official, stored),
+        "n_evidence_sessions": len(sessions),
+    }
+    if session_of is None:
+        out.update(session_recall=None, session_stored_recall=None)
+    else:
+        out["session_recall"] = _share(sessions, (session_of[i] for i in delivered if i in session_of))
+        out["session_stored_recall"] = _share(sessions, (session_of[i] for i in stored if i in session_of))
+    return out
 
 
 def _mean(xs: Iterable[float | None]) -> float | None:

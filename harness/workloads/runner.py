@@ -14,12 +14,18 @@ what it needs, e.g. recorded LM outputs), is reported ``unavailable`` with the r
 ingesting or delivering is reported ``error`` with a one-line message, and its partial records are dropped (so a
 half-run arm never enters an average). Either way the other arms go on. With an ``answerer`` (``--lm``), each
 delivered row's text is answered and scored; without it no answer field exists.
+
+The same loop runs a LongMemEval question (``harness.workloads.lme_workload.to_conversation``): each arm's
+context names the conversation's workload (``ArmContext.workload``) and, when given, the run's PM model
+(``pm_model``, see ``agentfly_arm.train_pm_model``); the result then also counts its probes per question type
+(``question_types``). A LoCoMo result has exactly the keys it had before.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -159,7 +165,8 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str | ArmSpec], wor
                      quick: bool = False, seed: int = 0, track: Track | None = None,
                      answerer: Answerer | None = None, counter: TokenCounter | None = None,
                      echo: Callable[[str], None] | None = None,
-                     on_delivery: Callable[[str, Probe, Delivery], None] | None = None) -> dict[str, Any]:
+                     on_delivery: Callable[[str, Probe, Delivery], None] | None = None,
+                     pm_model: Path | None = None) -> dict[str, Any]:
     """All arms over one conversation; returns a JSON-serialisable result with ``arms`` and ``records``.
     ``on_delivery(row, probe, delivery)`` (optional) sees every delivered row as it is recorded (the paper protocol
     scores the delivered ids and text with its own rules); an arm that later fails is reported ``error`` here, so a
@@ -174,6 +181,8 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str | ArmSpec], wor
         "categories": {str(c): sum(1 for p in conv.probes if p.category == c) for c in range(1, 6)},
         "quirks": conv.quirk_counts(), "arms": {}, "records": [], "examples": {},
     }
+    if any(p.question_type is not None for p in conv.probes):
+        out["question_types"] = dict(Counter(p.type_name for p in conv.probes))
     for entry in arm_names:
         name = entry.name if isinstance(entry, ArmSpec) else entry
         for enc in _ACTIVE:  # a shared encoder serves this arm only what other arms computed
@@ -181,7 +190,7 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str | ArmSpec], wor
         info: dict[str, Any] = {"status": "ok"}
         out["arms"][name] = info
         ctx = ArmContext(workdir=workdir / conv.sample_id / name, k_values=k_values, seed=seed, others=others,
-                         lm=lm, quick=quick)
+                         lm=lm, quick=quick, workload=conv.workload, pm_model=pm_model)
         ctx.workdir.mkdir(parents=True, exist_ok=True)
         try:
             arm = build_arm(entry, ctx)
@@ -226,7 +235,7 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str | ArmSpec], wor
                     if answerer is not None:
                         rec.update(answerer(probe, d.text))
                     records.append(rec)
-                    if row not in examples and probe.evidence and probe.category != 5:
+                    if row not in examples and probe.evidence and probe.has_gold:
                         examples[row] = _example(probe, d)
         except ArmUnavailable as exc:  # an arm that needs what this conversation lacks (recorded LM outputs)
             info.update(status="unavailable", message=str(exc))

@@ -13,10 +13,14 @@ Mapping choices:
   The conversation handed to capture is the session's turns as ``{"role": <speaker name>, "content": <text,
   plus " [shared a photo: <caption>]">}``: the speakers are two people, not a user and an assistant, so the role
   carries the name (capture accepts any role string, §3.2) and each stored turn Point reads
-  ``"[<speaker>] <text>"``.
+  ``"[<speaker>] <text>"``. On LongMemEval the speaker is the turn's real role (``"user"`` / ``"assistant"``,
+  ``harness.workloads.lme_workload``), so capture sees the transcript a host would hand it: better fidelity than
+  LoCoMo's names.
 - **Extraction.** Offline by default: ``TurnPointExtractor`` proposes **one point per turn** (``pointKind
   "observation"``), content ``"[<session date-time>] <speaker>: <text>"`` (``arm_text.dated_line``; the date is
-  what a host transcript's timestamp would give the extractor, handed over by the arm per session), with the turn
+  what a host transcript's timestamp would give the extractor, handed over by the arm per session; a session
+  without a date-time, as on LongMemEval where the date is the header line of the session's first turn, gives
+  ``"<speaker>: <text>"`` with no ``"[] "``), with the turn
   as its source (``source_turn_id`` = the turn's window index, ``quote`` = the turn text), the first four
   significant tokens as search keys, and both speakers as ``core:person`` entities the points are about. Every
   proposal then goes through the real admission gates and writers (``execute_embed``: dedupe, consolidation with
@@ -42,12 +46,19 @@ Mapping choices:
   gate keeps every one of them out of the block; this row shows what the block would carry past that gate.
 - **tortoise-eval** = digest + the evaluation pool + the question. Pool: ``search_points(question,
   limit=pool_limit)`` (hybrid search over turn Points and extracted points; ``pool_limit`` 10 by default, the SDK
-  search default), then ``expand_pool(enabled=True, is_temporal=<category 2>)`` (source-session expansion: up to 3
-  retained turns per seeded session, 10 in all; upstream skips it for temporal questions, and LoCoMo's category 2
-  is the temporal one). The pool is rendered one hit per line, ``"- <content>"``, in pool order. Search ranks
+  search default), then ``expand_pool(enabled=True, is_temporal=Probe.is_temporal)`` (source-session expansion,
+  MEM-RTE-source-expansion, spec §11: at most 5 seeded sessions, up to ``EXPANSION_PER_SESSION`` 3 retained turns
+  per seeded session, so a fan-out of 15, and ``EXPANSION_TOTAL`` 10 in all: the defaults of the upstream
+  LongMemEval driver, used on both workloads; upstream skips it for temporal questions: LoCoMo's category 2,
+  LongMemEval's ``temporal-reasoning``). The pool is rendered one hit per line, ``"- <content>"``, in pool order. Search ranks
   stored turns and extracted points alike, so one turn can fill two pool slots (its turn Point and its point), and
   expansion takes a session's turns in string id order (``_t10`` before ``_t2``, TOR-45): both are the design's
   behaviour under this mapping and show in ``meta["ranked_ids"]``.
+- **tortoise-eval-noexp** (LongMemEval conversations only, ``ctx.workload == "longmemeval"``; a LoCoMo run has
+  no such row, so LoCoMo's results are unchanged): the same digest, the same search pool and the question, without
+  the expansion, so a LongMemEval run shows what the expansion adds in delivered recall and tokens. It reuses the
+  evaluation row's search (one ``search_points`` call per probe), so its ``row_ms`` is 0 (the shared search is
+  the evaluation row's cost, which also reports ``search_ms`` and ``expansion_ms`` apart).
 - **Recorded extraction** (arm ``tortoise-recorded``, ``TortoiseRecordedArm``, rows ``tortoise-recorded-volunteer``
   and ``tortoise-recorded-eval``): the same store, digest, hook path and evaluation path, but the extractor is
   ``tortoise_sim.extraction.ReplayExtractor`` replaying LoCoMo's recorded LM facts (``observation``) per session
@@ -55,7 +66,8 @@ Mapping choices:
   tagged turn, beside the verbatim turn Points. A delivered fact credits its tagged turns. A conversation without
   recorded facts makes this arm unavailable for it, with the reason.
 - **Provenance.** A turn is in a text when ``"[<speaker>] <text>"`` (a stored turn) or ``"<speaker>: <text>"``
-  (an extracted point, a synopsis) occurs in it, whitespace squashed (``arm_text.ids_in_text``). ``stored()``
+  (an extracted point, a synopsis) occurs in it, whitespace squashed (``arm_text.ids_in_text``); a turn without
+  content (a blank LongMemEval turn) is never counted. ``stored()``
   reads every Point's content back from Kuzu and applies the same test.
 """
 
@@ -67,17 +79,27 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from harness.workloads.arm_text import squash
+from harness.workloads.arm_text import has_content, squash
 from harness.workloads.base import ArmContext, Delivery
-from harness.workloads.locomo import Conversation, Probe, Session, Turn
+from harness.workloads.locomo import LOCOMO_TEMPORAL, Conversation, Probe, Session, Turn
 
-TEMPORAL_CATEGORY = 2
+TEMPORAL_CATEGORY = LOCOMO_TEMPORAL
+EXPANSION_PER_SESSION = 3
+EXPANSION_TOTAL = 10
+"""Source-session expansion budget: the upstream LongMemEval driver's (5 seeded sessions x 3 = fan-out 15, 10 in
+all), equal to ``tortoise_sim.expansion``'s defaults."""
 _POINTER = re.compile(r"point/(\S+?)(?=[\s\]]|$)")
 
 
 def turn_body(turn: Turn) -> str:
     """The content handed to capture for a turn: its text, plus the photo caption when there is one."""
     return turn.text + (f" [shared a photo: {turn.caption}]" if turn.caption else "")
+
+
+def dated_point(date: str, role: str, content: str) -> str:
+    """An extracted point's content: ``"[<date>] <role>: <content>"``, or without the ``"[<date>] "`` when the
+    session has no date-time (LongMemEval: the date is inside the first turn)."""
+    return f"[{date}] {role}: {content}" if date else f"{role}: {content}"
 
 
 def capture_window(session: Session) -> list[dict[str, str]]:
@@ -105,7 +127,7 @@ class TurnPointExtractor:
             content = str(t.get("content") or "")
             if not content.strip():
                 continue
-            text = f"[{date}] {t.get('role')}: {content}"
+            text = dated_point(date, str(t.get("role")), content)
             points.append({"id": pt_id(text), "content": text, "pointKind": "observation", "reason": "NEW",
                            "confidence": 0.5, "c_cal": 0.5, "about_entities": [str(t.get("role"))],
                            "source_ref": f"turn:{i}", "quote": content[:200], "status": "draft",
@@ -168,8 +190,13 @@ class TortoiseArm:
         self.ctx = ctx
         self.pool_limit = pool_limit
         self.open_gate = volunteer_min_confidence
-        if volunteer_min_confidence is not None:
-            self.rows = (*self.rows, f"{self.volunteer_row}-min{volunteer_min_confidence:g}")
+        self.noexp_row = f"{self.eval_row}-noexp" if ctx.workload == "longmemeval" else None
+        if self.noexp_row is not None:
+            self.rows = (*self.rows, self.noexp_row)
+        self.open_row = (f"{self.volunteer_row}-min{volunteer_min_confidence:g}"
+                         if volunteer_min_confidence is not None else None)
+        if self.open_row is not None:
+            self.rows = (*self.rows, self.open_row)
         self.extractor: Any = self._make_extractor(ctx, lm_kwargs)
         from tortoise_sim.embed import MiniLMEncoder
 
@@ -201,7 +228,7 @@ class TortoiseArm:
         """The point contents the extractor will propose (encoded in one batch before capture)."""
         if not isinstance(self.extractor, TurnPointExtractor):
             return []
-        return [f"[{s.date_time}] {t.speaker}: {turn_body(t)}" for s in conversation.sessions for t in s.turns]
+        return [dated_point(s.date_time, t.speaker, turn_body(t)) for s in conversation.sessions for t in s.turns]
 
     def ingest(self, conversation: Conversation) -> None:
         started = time.perf_counter()
@@ -212,7 +239,8 @@ class TortoiseArm:
             sid = self.session_id(s)
             for i, t in enumerate(s.turns):
                 self.forms[t.dia_id] = (f"[{t.speaker}] {turn_body(t)}", f"{t.speaker}: {turn_body(t)}")
-                self._squashed[t.dia_id] = (squash(self.forms[t.dia_id][0]), squash(self.forms[t.dia_id][1]))
+                if has_content(t):  # a blank turn's "[user] " would be found in every text
+                    self._squashed[t.dia_id] = (squash(self.forms[t.dia_id][0]), squash(self.forms[t.dia_id][1]))
                 self.turn_of[(sid, i)] = t.dia_id
             if isinstance(self.extractor, TurnPointExtractor):
                 self.extractor.dates[sid] = s.date_time
@@ -265,26 +293,41 @@ class TortoiseArm:
                 "block_chars": len(block), "digest_chars": len(self.digest), "row_ms": round(ms, 3)}
         return Delivery(text=text, dia_ids=carried, meta=meta)
 
-    def _eval(self, probe: Probe) -> Delivery:
-        started = time.perf_counter()
-        pool, _trace = self.t.search_points(probe.question, self.pool_limit)
-        temporal = probe.category == TEMPORAL_CATEGORY
-        expanded, report = self.t.expand_pool(pool, enabled=True, is_temporal=temporal)
-        ms = (time.perf_counter() - started) * 1000
-        lines = [f"- {h.get('content') or ''}" for h in expanded]
-        pool_text = "\n".join(lines)
+    def _pool_delivery(self, probe: Probe, hits: list[dict[str, Any]], meta: dict[str, Any],
+                       timing: dict[str, float]) -> Delivery:
+        """Digest + one ``"- <content>"`` line per hit + the question; ranked ids in hit order."""
+        pool_text = "\n".join(f"- {h.get('content') or ''}" for h in hits)
         text = "\n".join(x for x in (self.digest, pool_text, probe.question) if x)
-        ranked = [self._turn_for_point(str(h.get("id"))) for h in expanded]
-        meta = {"pool_size": len(pool), "expanded_size": len(expanded), "expansion_ran": bool(report.get("ran")),
-                "expansion_added": int(report.get("total") or 0), "is_temporal": temporal,
-                "ranked_ids": [r or "?" for r in ranked], "digest_ids": sorted(self._ids(self.digest)),
-                "row_ms": round(ms, 3)}
+        ranked = [self._turn_for_point(str(h.get("id"))) for h in hits]
+        meta = {**meta, "ranked_ids": [r or "?" for r in ranked], "digest_ids": sorted(self._ids(self.digest)),
+                **timing}
         return Delivery(text=text, dia_ids=self._ids(text), meta=meta)
 
+    def _eval(self, probe: Probe) -> dict[str, Delivery]:
+        started = time.perf_counter()
+        pool, _trace = self.t.search_points(probe.question, self.pool_limit)
+        searched = time.perf_counter()
+        temporal = probe.is_temporal
+        expanded, report = self.t.expand_pool(pool, enabled=True, is_temporal=temporal,
+                                              per_session_cap=EXPANSION_PER_SESSION, total_cap=EXPANSION_TOTAL)
+        done = time.perf_counter()
+        ms = (done - started) * 1000
+        meta: dict[str, Any] = {
+            "pool_size": len(pool), "expanded_size": len(expanded), "expansion_ran": bool(report.get("ran")),
+            "expansion_added": int(report.get("total") or 0), "is_temporal": temporal}
+        timing = ({"search_ms": round((searched - started) * 1000, 3),
+                   "expansion_ms": round((done - searched) * 1000, 3)} if self.noexp_row is not None else {})
+        out = {self.eval_row: self._pool_delivery(probe, expanded, meta, {**timing, "row_ms": round(ms, 3)})}
+        if self.noexp_row is not None:
+            out[self.noexp_row] = self._pool_delivery(
+                probe, list(pool), {"pool_size": len(pool), "expansion": False, "is_temporal": temporal},
+                {"row_ms": 0.0})
+        return out
+
     def deliver(self, probe: Probe) -> dict[str, Delivery]:
-        out = {self.volunteer_row: self._volunteer(probe), self.eval_row: self._eval(probe)}
-        if self.open_gate is not None:
-            out[self.rows[-1]] = self._volunteer(probe, self.open_gate)
+        out = {self.volunteer_row: self._volunteer(probe), **self._eval(probe)}
+        if self.open_row is not None:
+            out[self.open_row] = self._volunteer(probe, self.open_gate)
         capture = {"extraction_mode": self.captures[0]["extraction_mode"] if self.captures else None,
                    "extracted_points": sum(int(c.get("extracted") or 0) for c in self.captures),
                    "capture_errors": sum(1 for c in self.captures if not c.get("ok"))}

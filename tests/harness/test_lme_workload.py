@@ -5,6 +5,8 @@ small LongMemEval conversation."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -92,3 +94,144 @@ def test_recorded_facts_are_unavailable_with_the_reason() -> None:
     assert "session summaries" in str(c.recorded_unavailable("summary"))
     with pytest.raises(ValueError):
         c.recorded_unavailable("other")
+
+
+def test_turn_text_helpers_drop_an_empty_date_only() -> None:
+    from harness.workloads.arm_text import dated_line, turn_snippets
+    from harness.workloads.fractal_arm import session_header
+    from harness.workloads.tortoise_arm import dated_point
+    from tests.harness.locomo_arms_fixture import tiny_conversation
+
+    c = _conv("q_user_1")
+    s = c.sessions[1]
+    assert dated_line(s.turns[1], s) == "assistant: Congratulations on Rex!"
+    assert session_header(2, "") == "" and dated_point("", "user", "hi") == "user: hi"
+    loc = tiny_conversation()
+    ls = loc.sessions[0]
+    assert dated_line(ls.turns[0], ls) == ("[1:56 pm on 8 May, 2023] Alice: I adopted a golden retriever puppy "
+                                          "named Biscuit last week.")
+    assert session_header(1, ls.date_time) == "(session 1: 1:56 pm on 8 May, 2023)"
+    assert dated_point("d", "Bob", "x") == "[d] Bob: x"
+    snippets = turn_snippets(c)
+    assert snippets["ultrachat_bb22:4"] == ""  # a blank turn has no snippet: never "delivered"
+    assert snippets["ultrachat_bb22:2"] == "user: Plan a weekend hiking trip near Denver."
+
+
+def test_fractal_pairs_a_user_turn_with_the_assistant_reply() -> None:
+    from harness.workloads.fractal_arm import pair_turns
+    from tests.harness.locomo_arms_fixture import tiny_conversation
+
+    s = _conv("q_user_1").sessions[2]  # assistant, user, assistant, user(blank)
+    got = [(u.dia_id, r.dia_id if r else None) for u, r in pair_turns(s.turns)]
+    assert got == [("ultrachat_bb22:1", None), ("ultrachat_bb22:2", "ultrachat_bb22:3"), ("ultrachat_bb22:4", None)]
+    loc = tiny_conversation().sessions[0]  # Alice, Bob, Bob: a pair and a leftover, as before
+    assert [(u.dia_id, r.dia_id if r else None) for u, r in pair_turns(loc.turns)] == [("D1:1", "D1:2"),
+                                                                                    ("D1:3", None)]
+
+
+def _run(conv: Conversation, arms: list[str], tmp: Path, **kw: object) -> tuple[dict, dict]:
+    from harness.workloads.runner import run_conversation
+
+    seen: dict = {}
+
+    def keep(row: str, probe: Probe, d: object) -> None:
+        seen[row] = d
+
+    res = run_conversation(conv, arms, tmp, k_values=(2,), quick=True, on_delivery=keep, **kw)
+    return res, seen
+
+
+def test_every_design_arm_ingests_and_delivers_a_longmemeval_question(tmp_path: Path) -> None:
+    conv = _conv("q_user_1")
+    arms = ["full", "bm25", "oracle", "fractal", "np-pooler", "np-mean", "tortoise", "tortoise-recorded"]
+    res, seen = _run(conv, arms, tmp_path)
+    status = {a: i["status"] for a, i in res["arms"].items()}
+    assert status == {**{a: "ok" for a in arms}, "tortoise-recorded": "unavailable"}, res["arms"]
+    assert "LongMemEval records no LM facts" in res["arms"]["tortoise-recorded"]["message"]
+    assert res["question_types"] == {"single-session-user": 1}
+    rows = {r["row"]: r for r in res["records"]}
+    assert set(rows) == {"full", "bm25@2", "oracle", "fractal", "np-pooler@2", "np-mean@2", "tortoise-volunteer",
+                         "tortoise-eval", "tortoise-eval-noexp"}
+    for row, d in seen.items():
+        assert "[] " not in d.text and "(session " not in d.text, row  # no arm adds an empty date form
+        if row not in ("full", "bm25@2"):  # the baselines deliver it by id, its tagged line is in the text
+            assert "ultrachat_bb22:4" not in d.dia_ids, row  # content-matched provenance never credits a blank
+    assert seen["oracle"].dia_ids == {"answer_1111_1:1"} and rows["oracle"]["recall"] == 1.0
+    assert rows["full"]["stored_recall"] == 1.0 and rows["full"]["delivered_turns"] == 10
+    assert "Session date: 2023/05/10 (Wed) 08:00" in seen["fractal"].text
+    assert "Current date: 2023/05/30 (Tue) 21:56" in seen["fractal"].text
+    for r in rows.values():
+        assert r["question_type"] == "single-session-user" and r["category"] == 0 and r["abstention"] is False
+        assert r["n_official_evidence"] == 1 and r["n_evidence_sessions"] == 1
+    # the expansion only widens the pool: every pool hit is still delivered, the text only grows
+    ev, noexp = seen["tortoise-eval"].meta, seen["tortoise-eval-noexp"].meta
+    assert ev["expansion_ran"] is True and ev["is_temporal"] is False and noexp["expansion"] is False
+    assert ev["pool_size"] == noexp["pool_size"] and ev["expanded_size"] == ev["pool_size"] + ev["expansion_added"]
+    assert len(noexp["ranked_ids"]) == noexp["pool_size"] and len(ev["ranked_ids"]) == ev["expanded_size"]
+    assert set(noexp["ranked_ids"]) <= set(ev["ranked_ids"])
+    assert len(seen["tortoise-eval-noexp"].text) <= len(seen["tortoise-eval"].text)
+    assert seen["tortoise-eval-noexp"].dia_ids <= seen["tortoise-eval"].dia_ids
+
+
+def test_tortoise_skips_the_expansion_for_temporal_questions(tmp_path: Path) -> None:
+    res, seen = _run(_conv("q_temp_1_abs"), ["tortoise"], tmp_path)
+    assert res["arms"]["tortoise"]["status"] == "ok"
+    ev, noexp = seen["tortoise-eval"], seen["tortoise-eval-noexp"]
+    assert ev.meta["is_temporal"] is True and ev.meta["expansion_ran"] is False
+    assert ev.text == noexp.text and ev.meta["ranked_ids"] == noexp.meta["ranked_ids"]
+    rec = next(r for r in res["records"] if r["row"] == "tortoise-eval")
+    assert rec["answer_present"] is None  # abstention: no gold answer
+
+
+def test_locomo_tortoise_has_no_noexp_row(tmp_path: Path) -> None:
+    from harness.workloads.base import ArmContext
+    from harness.workloads.tortoise_arm import TortoiseArm
+
+    arm = TortoiseArm(ArmContext(workdir=tmp_path))
+    try:
+        assert arm.rows == ("tortoise-volunteer", "tortoise-eval")
+    finally:
+        arm.close()
+
+
+def test_pm_loads_a_trained_model_without_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.workloads import agentfly_arm
+
+    train = [_conv(q) for q in ("q_user_1", "q_multi_1", "q_ku_1")]
+    folder = agentfly_arm.train_pm_model(train, tmp_path / "model", seed=0, quick=True)
+    assert (folder / agentfly_arm.PM_INFO).is_file() and (folder / "last.pt").is_file()
+
+    def no_training(*a: object, **k: object) -> None:
+        raise AssertionError("the PM arm trained although a model was given")
+
+    monkeypatch.setattr(agentfly_arm, "_train_classifier", no_training)
+    res, seen = _run(_conv("q_asst_1"), ["pm"], tmp_path / "run", pm_model=folder)
+    assert res["arms"]["pm"]["status"] == "ok", res["arms"]
+    meta = seen["pm@2"].meta
+    assert meta["pm_model_loaded"] is True and meta["train_conversations"] == 3
+    # user evidence of the three training questions: one positive each in q_user_1 and q_ku_1, two in q_multi_1
+    assert meta["positives"] == 4 and meta["pairs"] == 8  # one negative per positive with quick
+    assert not (tmp_path / "run" / "q_asst_1" / "pm" / "agentfly-pm" / "memory" / "pairs.jsonl").exists()
+    assert len(meta["ranked_ids"]) == 2
+    with pytest.raises(ValueError, match="not a PM model folder"):
+        agentfly_arm.load_pm_model(tmp_path)
+
+
+def test_lme_record_fields_by_hand() -> None:
+    from harness.workloads.base import Delivery
+    from harness.workloads.metrics import probe_record
+
+    conv = _conv("q_multi_1")  # evidence answer_3333_1:1 (user), answer_3333_2:2 (user); sessions 1, 2 evidence
+    [p] = conv.probes
+    session_of = {t.dia_id: t.session for t in conv.turns()}
+    d = Delivery(text="I started learning the violin.", dia_ids=frozenset({"answer_3333_1:1", "answer_3333_1:2"}))
+    stored = frozenset({"answer_3333_1:1", "answer_3333_2:1"})
+    rec = probe_record(conv.sample_id, p, "x", d, stored, 1.0, session_of=session_of)
+    assert rec["recall"] == 0.5 and rec["official_recall"] == 0.5 and rec["official_all_evidence"] is False
+    assert rec["stored_recall"] == 0.5 and rec["official_stored_recall"] == 0.5
+    assert rec["session_recall"] == 0.5  # session 1 has a delivered turn, session 2 none
+    assert rec["session_stored_recall"] == 1.0  # a stored turn in each (answer_3333_2:1 is not evidence)
+    assert rec["answer_present"] == 0.0  # "2" is not in the text
+    asst = _conv("q_asst_1")
+    rec2 = probe_record(asst.sample_id, asst.probes[0], "x", d, stored, 1.0)
+    assert rec2["official_recall"] is None and rec2["session_recall"] is None and rec2["n_official_evidence"] == 0
