@@ -31,6 +31,8 @@ Stella V5 or gte-Qwen2 retriever: those need their own heads, pooling, normalisa
 
 An evidence session whose user turn has no boolean ``has_answer`` makes the official code fail (KeyError /
 AssertionError); here it is one :class:`LongMemEvalDataError` line naming the file, the question and the session.
+So is a haystack without any user turn (an empty turn corpus: ``BM25Okapi`` divides by zero there), which no
+released file has.
 """
 
 from __future__ import annotations
@@ -330,6 +332,9 @@ def question_rows(q: LmeQuestion, retrievers: Mapping[str, Retriever],
     rows: list[dict[str, Any]] = []
     for gran in granularities:
         texts, ids = build_corpus(q, gran)  # type: ignore[arg-type]
+        if not texts:  # the official code cannot score it either (BM25Okapi divides by the corpus size)
+            raise LongMemEvalDataError(f"{q.source or '<questions>'}: question {q.question_id}: haystack_sessions: "
+                                       f"no user turn, so the {gran} corpus is empty (the official code fails on it)")
         for label, r in retrievers.items():
             ranking = r.rank(texts, q.question)
             if gran == "session":

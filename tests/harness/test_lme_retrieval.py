@@ -99,6 +99,13 @@ def test_missing_has_answer_in_evidence_session_is_one_line_error() -> None:
         assert "\n" not in msg and "fixture.json" in msg and "q_bad" in msg and "answer_m" in msg
 
 
+def test_a_haystack_without_user_turns_is_one_line_error() -> None:
+    q = one([("f", [fx.assistant("only the assistant")])], qid="q_empty")
+    assert R.build_corpus(q, "turn") == ([], [])
+    with pytest.raises(LongMemEvalDataError, match="q_empty.*turn corpus is empty"):
+        R.question_rows(q, {"bm25": R.Bm25Retriever()})
+
+
 # ------------------------------------------------------------------------------------------------ turn2session
 def test_turn2session_hand_computed() -> None:
     ids = ["noans_A_1", "answer_A_3", "f1_1", "f1_3", "f2_1", "answer_B_1"]
