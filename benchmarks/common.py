@@ -6,7 +6,6 @@ import datetime as _dt
 import json
 import os
 import platform
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from harness.atomic import write_atomic  # noqa: F401  (re-exported: the benchmarks import it from here)
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 """The committed results (what the docs and README are rendered from); never a default output folder."""
@@ -111,24 +112,6 @@ def _jsonable(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     return o
-
-
-def write_atomic(path: Path, data: bytes, fault_hook: Callable[[str], None] | None = None,
-                 step: str = "results.write") -> None:
-    """Write ``data`` to ``path`` through a temp file in the same folder and a rename, so a crash leaves the old file
-    or the new one, never half of one; ``fault_hook(step)`` runs just before the rename (fault injection)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        if fault_hook:
-            fault_hook(step)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_results(out_dir: Path, name: str, payload: dict[str, Any], markdown: str, figure: Any | None) -> list[Path]:

@@ -140,7 +140,7 @@ def check(
         for line in report_blocks(reports, console.width):
             console.print(line, soft_wrap=True)
     if json_out is not None:
-        from benchmarks.common import write_atomic
+        from harness.atomic import write_atomic
 
         try:  # atomic (temp file + rename), fault-hook step data.check.report
             write_atomic(json_out, (json.dumps([r.to_dict() for r in reports], indent=2) + "\n").encode("utf-8"),
