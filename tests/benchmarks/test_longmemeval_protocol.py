@@ -123,6 +123,9 @@ def _cli(args: list[str]):  # type: ignore[no-untyped-def]
     (["--types", "multi-session,nonsense"], "nonsense"),
     (["--retrievers", "bm25,tfidf"], "tfidf"),
     (["--encoder", "/nonexistent/model"], "--encoder"),
+    (["--protocol", "paper"], "--protocol"),
+    (["--lm", "openai/x"], "designs only"),
+    (["--protocol", "designs", "--retrievers", "bm25"], "longmemeval only"),
 ])
 def test_cli_option_errors_are_one_line_before_any_work(args: list[str], needle: str, quirky: Path,
                                                         tmp_path: Path) -> None:
