@@ -240,10 +240,12 @@ def test_bm25_protocol_run_results_agree_with_the_reference(tmp_path):
 
     entries = generated_questions(30, seed=11) + fx.quirky_questions()
     path = fx.write(tmp_path / "gen.json", entries)
-    P.run(tmp_path / "out", data=path, retrievers=("bm25",))
-    payload = json.loads((tmp_path / "out" / "longmemeval-protocol.json").read_text(encoding="utf-8"))
     logs = _reference_logs(entries, ref.bm25_scores)
-    assert _assert_averages_equal(payload["rows"], logs, "bm25") == 6 * len(R.METRIC_NAMES)
+    for workers in (1, 2):  # a worker pool returns the same numbers as the serial loop
+        out = tmp_path / f"out{workers}"
+        P.run(out, data=path, retrievers=("bm25",), workers=workers)
+        payload = json.loads((out / "longmemeval-protocol.json").read_text(encoding="utf-8"))
+        assert _assert_averages_equal(payload["rows"], logs, "bm25") == 6 * len(R.METRIC_NAMES)
 
 
 def _sha_scores(corpus: list[str], query: str) -> np.ndarray:
