@@ -785,18 +785,21 @@ def first_pass(path: Path, limit: int | None, types: Sequence[str] | None, quick
     return n, train
 
 
-def _train_pm(train: list[Any], work_root: Path, seed: int, quick: bool) -> tuple[str | None, dict[str, Any]]:
+def _train_pm(train: list[Any], work_root: Path, seed: int, quick: bool,
+              fault_hook: Callable[[str], None] | None) -> tuple[str | None, dict[str, Any]]:
+    """PM's one training of the run (in this process, before any question runs) and what the JSON says of it."""
     info: dict[str, Any] = {"selected": True, "split": PM_SPLIT_RULE, "cap": QUICK_PM_TRAIN if quick else None,
                             "training_question_ids": [c.sample_id for c in train], "n_training": len(train),
                             "absent_questions": 0}
     if not train:
         info["unavailable"] = "the file has no question in the training split"
         return None, info
-    from harness.workloads.agentfly_arm import train_pm_model
+    from harness.workloads.agentfly_arm import load_pm_model, train_pm_model
 
     t0 = time.perf_counter()
     try:
-        ckpt = train_pm_model(train, work_root / "pm", seed=seed, quick=quick)
+        ckpt = train_pm_model(train, work_root / "pm", seed=seed, quick=quick, fault_hook=fault_hook)
+        _, info["checkpoint_info"] = load_pm_model(ckpt)  # what the checkpoint itself says it was trained on
     except (ValueError, ArmUnavailable) as exc:
         info["unavailable"] = " ".join(str(exc).split())
         return None, info
@@ -921,7 +924,7 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
     outputs: _Outputs | None = None
     samplers: list[Any] = []
     try:
-        pm_model, pm = _train_pm(train, work_root, seed, quick) if need_pm else (None, {"selected": False})
+        pm_model, pm = _train_pm(train, work_root, seed, quick, fault_hook) if need_pm else (None, {"selected": False})
         del train
         if need_pm and pm_model is None and echo:
             echo(f"AgentFly PM not trained: {pm['unavailable']}")

@@ -173,7 +173,7 @@ def _masked(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def test_serial_equals_two_workers(tmp_path: Path) -> None:
     data = _data(tmp_path)
-    arms = "full,bm25,oracle,np-pooler,fractal"
+    arms = "full,bm25,mean,oracle,np-pooler,fractal"
     bench.run(tmp_path / "s", data=data, arms=arms, quick=True, workers=1)
     bench.run(tmp_path / "p", data=data, arms=arms, quick=True, workers=2)
     a, b = _payload(tmp_path / "s"), _payload(tmp_path / "p")
@@ -183,6 +183,21 @@ def test_serial_equals_two_workers(tmp_path: Path) -> None:
         comparable({k: v for k, v in b.items() if k not in drop}, fractal=True)
     assert _masked(_jsonl(tmp_path / "s" / "longmemeval" / "delivered.jsonl")) == \
         _masked(_jsonl(tmp_path / "p" / "longmemeval" / "delivered.jsonl"))
+
+
+@pytest.mark.slow  # starts a 2-CPU Ray cluster: about 20 s
+def test_ray_executor_equals_serial(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    data = _data(tmp_path)
+    bench.run(tmp_path / "s", data=data, arms="full,bm25,mean,oracle", limit=3)
+    bench.run(tmp_path / "r", data=data, arms="full,bm25,mean,oracle", limit=3, workers=2, executor="ray")
+    a, b = _payload(tmp_path / "s"), _payload(tmp_path / "r")
+    assert b["config"]["executor"] == "ray"
+    drop = ("config", "meta", "encoder_cache", "peak_rss_mb", "wall_s")
+    assert comparable({k: v for k, v in a.items() if k not in drop}) == \
+        comparable({k: v for k, v in b.items() if k not in drop})
+    assert _jsonl(tmp_path / "s" / "longmemeval" / "delivered.jsonl") == \
+        _jsonl(tmp_path / "r" / "longmemeval" / "delivered.jsonl")
 
 
 def _many(n: int) -> list[dict[str, Any]]:
@@ -205,12 +220,14 @@ def test_pm_trained_once_never_on_an_evaluated_question(tmp_path: Path) -> None:
     p = _payload(tmp_path / "o")
     pm = p["pm"]
     assert pm["training_question_ids"] == train_ids[:bench.QUICK_PM_TRAIN]
+    assert pm["checkpoint_info"]["others"] == pm["training_question_ids"]  # the checkpoint's own record
     scored = {r["question_id"] for r in _jsonl(tmp_path / "o" / "longmemeval" / "delivered.jsonl")
               if r["row"] == "pm@2"}
     evaluated = [q["question_id"] for q in p["questions"]]
     assert scored and not scored & set(train_ids)
     assert scored == {q for q in evaluated if q not in set(train_ids)}
     in_split = [q for q in evaluated if q in set(train_ids)]
+    assert in_split  # the first three questions include one of the split
     assert pm["absent_questions"] == len(in_split)
     assert p["aggregate"]["arm_status"]["pm"]["counts"] == {"ok": len(evaluated) - len(in_split),
                                                            "absent": len(in_split)}
