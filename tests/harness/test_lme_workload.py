@@ -235,3 +235,26 @@ def test_lme_record_fields_by_hand() -> None:
     asst = _conv("q_asst_1")
     rec2 = probe_record(asst.sample_id, asst.probes[0], "x", d, stored, 1.0)
     assert rec2["official_recall"] is None and rec2["session_recall"] is None and rec2["n_official_evidence"] == 0
+
+
+def test_the_docs_example_arm_runs_on_a_longmemeval_question(tmp_path: Path) -> None:
+    import re
+    import sys
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "own-arm.md").read_text(encoding="utf-8")
+    [code] = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    (tmp_path / "doc_arms_lme.py").write_text(code, encoding="utf-8")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from harness.workloads.arms import load_arm_class
+
+        spec = load_arm_class("doc_arms_lme:OverlapArm")
+        res, seen = _run(_conv("q_asst_1"), [spec], tmp_path / "run")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("doc_arms_lme", None)
+    assert res["arms"]["overlap"]["status"] == "ok", res["arms"]
+    d = seen["overlap@2"]
+    # "trail" and "suggest" are shared with the first turn of answer_2222_1 ("Suggest a trail near Denver.")
+    assert d.meta["ranked_ids"][0] == "answer_2222_1:1"
+    assert "[answer_2222_1:1] user: Session date: 2023/05/20 (Sat) 18:30" in d.text
