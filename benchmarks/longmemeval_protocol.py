@@ -336,7 +336,7 @@ def docs_page(payload: dict[str, Any]) -> str:
     cols = ("recall_all@5", "ndcg_any@5", "recall_all@10", "ndcg_any@10")
     beside = []
     for r in payload["rows"]:
-        beside.append(["measured", payload["data"], *_row_label(r), *[r["metrics"].get(m) for m in cols]])
+        beside.append(["measured", payload.get("data_file") or payload["data"], *_row_label(r), *[r["metrics"].get(m) for m in cols]])
         for p in published():
             if _matches(r, p):
                 beside.append([f"published ({p['source']})", p["data"], p["label"], p["granularity"],
