@@ -18,6 +18,10 @@ Mapping choices:
 - ``oracle`` delivers exactly the probe's valid evidence turns in conversation order (an upper bound that reads
   the annotation); ``oracle-nodate`` is the same without session dates (what a model loses without them).
 - Every ranked arm stores every turn (the index holds the whole conversation).
+- On a LongMemEval question (``harness.workloads.lme_workload``) the same code runs unchanged: sessions have no
+  date-time, so ``render_turn`` prints none, and the session's date is the ``"Session date: ..."`` line that opens
+  its first turn's text; ``oracle`` delivers the ``has_answer`` turns of both roles, and ``oracle-nodate`` is
+  then the same as ``oracle`` (there is no separate date to drop).
 """
 
 from __future__ import annotations
