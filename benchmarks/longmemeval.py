@@ -234,17 +234,13 @@ def text_encoders(names: Sequence[str] = ("minilm-mean", "minilm-pooler")) -> It
 class StoredRecorder:
     """An arm behind the same protocol that builds the named arm and keeps what its ``stored()`` returned (the
     runner reads it once and keeps only the count of evidence among it; the official and session views need the
-    ids). With ``pm_model`` it hands the run's PM checkpoint to the arm through ``ArmContext.pm_model``. A
-    construction failure is raised at ``ingest`` (``ArmUnavailable`` stays unavailable, anything else an error),
-    so the runner reports it with its own message."""
+    ids). A construction failure is raised at ``ingest`` (``ArmUnavailable`` stays unavailable, anything else an
+    error), so the runner reports it with its own message and the other arms go on."""
 
-    def __init__(self, ctx: ArmContext, inner: str | ArmSpec = "", sink: dict[str, Any] | None = None,
-                 pm_model: str | None = None) -> None:
-        if pm_model:
-            ctx.pm_model = Path(pm_model)  # type: ignore[attr-defined]
+    def __init__(self, ctx: ArmContext, inner: str | ArmSpec = "", sink_key: str = "") -> None:
         self.label = inner.name if isinstance(inner, ArmSpec) else inner
         self.name = self.label
-        self.sink = sink if sink is not None else {}
+        self.sink = _SINKS.setdefault(sink_key, {})
         self.failure: BaseException | None = None
         try:
             self.arm = build_arm(inner, ctx)
@@ -276,18 +272,10 @@ class StoredRecorder:
 _SINKS: dict[str, dict[str, Any]] = {}
 
 
-class _SinkRecorder(StoredRecorder):
-    """``StoredRecorder`` built through the registry's spec (``sink_key`` names this process's sink)."""
-
-    def __init__(self, ctx: ArmContext, inner: str | ArmSpec = "", sink_key: str = "",
-                 pm_model: str | None = None) -> None:
-        super().__init__(ctx, inner, _SINKS.setdefault(sink_key, {}), pm_model)
-
-
-def _recorder_spec(entry: str | ArmSpec, sink_key: str, pm_model: str | None) -> ArmSpec:
+def _recorder_spec(entry: str | ArmSpec, sink_key: str) -> ArmSpec:
     name = entry.name if isinstance(entry, ArmSpec) else entry
-    return ArmSpec(name, "design", f"{name} (stored ids recorded)", __name__, "_SinkRecorder",
-                   {"inner": entry, "sink_key": sink_key, "pm_model": pm_model})
+    return ArmSpec(name, "design", f"{name} (stored ids recorded)", __name__, "StoredRecorder",
+                   {"inner": entry, "sink_key": sink_key})
 
 
 def question_views(q: Any, conv: Any) -> dict[str, Any]:
@@ -351,14 +339,15 @@ def one_question(job: dict[str, Any]) -> dict[str, Any]:
     training = job["pm_model"] is not None and pm_training_split(q.question_id)
     names = [e for e in job["names"] if not (training and (e if isinstance(e, str) else e.name) == "pm")]
     sink_key = f"{os.getpid()}:{q.question_id}:{q.index}"
-    specs = [_recorder_spec(e, sink_key, job["pm_model"]) for e in names]
+    specs = [_recorder_spec(e, sink_key) for e in names]
     delivered: dict[str, Delivery] = {}
     work = Path(job["work_root"]) / f"q{q.index}"  # the run's root is fresh: one folder per question under it
     work.mkdir(parents=True, exist_ok=True)
     try:
         with text_encoders() if job["share"] else contextlib.nullcontext({}):
             res = run_conversation(conv, specs, work, k_values=job["k_values"], quick=job["quick"],
-                                   seed=job["seed"], on_delivery=lambda row, probe, d: delivered.__setitem__(row, d))
+                                   seed=job["seed"], on_delivery=lambda row, probe, d: delivered.__setitem__(row, d),
+                                   pm_model=Path(job["pm_model"]) if job["pm_model"] else None)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         stored = _SINKS.pop(sink_key, {})

@@ -336,3 +336,21 @@ def test_unreachable_lm_writes_nothing(tmp_path: Path, monkeypatch: pytest.Monke
                   lm_base=f"http://127.0.0.1:{port}/v1")
     assert "\n" not in str(exc.value) and "check call failed" in str(exc.value)
     assert not (tmp_path / "o").exists()
+
+
+def test_cli_designs_run_and_one_line_errors(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli.main import app
+
+    runner = CliRunner()
+    data = _data(tmp_path)
+    res = runner.invoke(app, ["bench", "longmemeval", "--data", str(data), "--arms", "oracle", "--limit", "2",
+                              "--no-progress", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "longmemeval.json" in res.output and _payload(tmp_path / "o")["n_questions"] == 2
+    res = runner.invoke(app, ["bench", "longmemeval", "--data", str(data), "--arms", "oracle", "--no-progress",
+                              "--lm", "openai/r", "--lm-base", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "x")],
+                        env={"OPENAI_API_KEY": "x"})
+    assert res.exit_code == 1 and "check call failed" in res.output
+    assert not (tmp_path / "x").exists()
