@@ -162,11 +162,19 @@ def progress_bar(enabled: bool = True) -> Iterator[Callable[..., Any]]:
         yield no_progress
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    # on stderr: stdout keeps only the benchmark's own lines and the paths it wrote
+    # on stderr: stdout keeps only the benchmark's own lines and the paths it wrote; the remaining time (ETA) is
+    # shown whenever a loop knows its total
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), transient=False, console=Console(stderr=True)) as prog:
+                  TimeElapsedColumn(), TimeRemainingColumn(), transient=False, console=Console(stderr=True)) as prog:
 
         def track(it, description: str = "", total: int | None = None):
             yield from prog.track(it, description=description, total=total)
