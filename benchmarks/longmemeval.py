@@ -343,6 +343,7 @@ def one_question(job: dict[str, Any]) -> dict[str, Any]:
     delivered: dict[str, Delivery] = {}
     work = Path(job["work_root"]) / f"q{q.index}"  # the run's root is fresh: one folder per question under it
     work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
     try:
         with text_encoders() if job["share"] else contextlib.nullcontext({}):
             res = run_conversation(conv, specs, work, k_values=job["k_values"], quick=job["quick"],
@@ -351,6 +352,7 @@ def one_question(job: dict[str, Any]) -> dict[str, Any]:
     finally:
         shutil.rmtree(work, ignore_errors=True)
         stored = _SINKS.pop(sink_key, {})
+    wall_s = time.perf_counter() - t0
     ok_rows = {row for info in res["arms"].values() if info["status"] == "ok" for row in info.get("rows", [])}
     for info in res["arms"].values():
         if info["status"] != "ok":
@@ -371,7 +373,7 @@ def one_question(job: dict[str, Any]) -> dict[str, Any]:
     lines = [{"question_id": q.question_id, "row": r, "text": delivered[r].text,
               "delivered_ids": sorted(delivered[r].dia_ids)} for r in sorted(ok_rows)]
     qa = _qa_items(job, q, {r: delivered[r] for r in sorted(ok_rows)}) if job["lm"] else {}
-    return {"question_id": q.question_id, "index": q.index, "question_type": q.question_type,
+    return {"question_id": q.question_id, "index": q.index, "question_type": q.question_type, "wall_s": wall_s,
             "abstention": q.abstention, "n_sessions": len(q.sessions), "n_turns": q.n_turns,
             "n_evidence_turns": len(views["turn"]), "n_user_evidence_turns": len(views["turn_user"]),
             "arms": res["arms"], "records": records, "examples": res["examples"], "delivered": lines, "qa": qa,
@@ -512,7 +514,21 @@ def aggregate(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
                      "by_abstention": {k: summarize_rows(v) for k, v in
                                        (("abstention", [r for r in recs if r["abstention"]]),
                                         ("answerable", [r for r in recs if not r["abstention"]])) if v}}
-    return {"rows": rows, "arm_status": arm_status(results), "expansion": expansion(rows)}
+    return {"rows": rows, "arm_status": arm_status(results), "expansion": expansion(rows), "cost": cost(results)}
+
+
+def cost(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What a question costs: wall seconds per question (every arm, this process or its worker), and per arm its
+    mean ingest milliseconds per question and per turn over the questions it ran on."""
+    per_arm: dict[str, Any] = {}
+    for arm in dict.fromkeys(a for r in results for a in r["arms"]):
+        ok = [r for r in results if r["arms"].get(arm, {}).get("status") == "ok"]
+        if ok:
+            ms = sum(r["arms"][arm]["ingest_ms"] for r in ok)
+            per_arm[arm] = {"questions": len(ok), "ingest_ms_mean": ms / len(ok),
+                            "ingest_ms_per_turn": ms / max(1, sum(r["n_turns"] for r in ok))}
+    return {"question_wall_s_mean": _mean(r["wall_s"] for r in results),
+            "turns_per_question_mean": _mean(r["n_turns"] for r in results), "per_arm": per_arm}
 
 
 def arm_status(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -647,6 +663,14 @@ def render_markdown(payload: dict[str, Any]) -> str:
     if bad:
         out += ["## Rows not measured", "", md_table(["arm", "questions per status", "reason", "questions"], bad), ""]
     out += _example_lines(payload, order)
+    c = agg.get("cost") or {}
+    if c.get("per_arm"):
+        out += ["## Cost per question", "",
+                f"Wall {_f(c['question_wall_s_mean'], '.2f')} s per question (every arm, one process), "
+                f"{_f(c['turns_per_question_mean'], '.0f')} turns per question.", "",
+                md_table(["arm", "questions", "ingest ms per question", "ingest ms per turn"],
+                         [[a, v["questions"], _f(v["ingest_ms_mean"], ".0f"), _f(v["ingest_ms_per_turn"], ".2f")]
+                          for a, v in c["per_arm"].items()]), ""]
     cache = payload.get("encoder_cache") or {}
     if cache:
         out.append("Encoder cache (per text, per process): " + "; ".join(
@@ -842,6 +866,9 @@ class _Outputs:
         self.tmp.unlink(missing_ok=True)
         for p in self.placed:
             p.unlink(missing_ok=True)
+        for d in (self.sub / "hypotheses", self.sub):  # folders this run made, when nothing else is in them
+            with contextlib.suppress(OSError):
+                d.rmdir()
 
 
 def _check_lms(lm: str | None, lm_base: str | None, judge_lm: str | None, judge_lm_base: str | None,

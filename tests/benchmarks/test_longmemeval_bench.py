@@ -139,8 +139,7 @@ def test_no_results_after_a_failure(tmp_path: Path, where: str) -> None:
         with pytest.raises(FaultInjected):
             bench.run(out, data=_data(tmp_path), arms=FAST, fault_hook=plan)
         assert plan.calls[0] == bench.STEP_DELIVERED
-    left = [p for p in out.rglob("*") if p.is_file()] if out.exists() else []
-    assert left == []
+    assert not out.exists() or not list(out.rglob("*"))  # not even an empty folder of this run
 
 
 def test_an_arm_error_is_reported_not_fatal(tmp_path: Path) -> None:
@@ -354,3 +353,24 @@ def test_cli_designs_run_and_one_line_errors(tmp_path: Path) -> None:
                         env={"OPENAI_API_KEY": "x"})
     assert res.exit_code == 1 and "check call failed" in res.output
     assert not (tmp_path / "x").exists()
+
+
+def test_a_killed_worker_leaves_no_results(tmp_path: Path) -> None:
+    """A worker process that dies mid-question (its arm ends the process) breaks the pool: the run raises and
+    leaves no results file, no JSONL and no temporary file."""
+    mod = tmp_path / "dying_arm_mod.py"
+    mod.write_text("import os\nclass Dying:\n    name = 'dying'\n    rows = ('dying',)\n"
+                   "    def __init__(self, ctx):\n        pass\n"
+                   "    def ingest(self, conv):\n        if conv.sample_id == 'q_multi_1':\n            os._exit(9)\n"
+                   "    def deliver(self, probe):\n        from harness.workloads.base import Delivery\n"
+                   "        return {'dying': Delivery('', frozenset())}\n"
+                   "    def stored(self):\n        return frozenset()\n"
+                   "    def close(self):\n        pass\n")
+    sys.path.insert(0, str(tmp_path))
+    out = tmp_path / "out"
+    try:
+        with pytest.raises(Exception, match="terminated abruptly"):
+            bench.run(out, data=_data(tmp_path), arms="oracle", arm_classes=["dying_arm_mod:Dying"], workers=2)
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert not out.exists() or not list(out.rglob("*"))
