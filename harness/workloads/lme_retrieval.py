@@ -237,8 +237,9 @@ class DenseRetriever:
     way. On one CPU thread a cold 48-session haystack (512-token sessions, 240 user turns) takes about 40 s.
 
     ``cache=True`` keeps each text's vector for the rest of the run (haystacks share filler sessions across
-    questions); a cached vector equals the batch-encoded one to float noise (padding differs, the mask hides
-    it), which the tests check."""
+    questions) and encodes the texts it has not seen shortest first (a batch then pads to its own longest text,
+    not the corpus's); a cached vector equals the batch-encoded one in corpus order to float noise (padding
+    differs, the mask hides it), which the tests check. ``cache=False`` is the official order exactly."""
 
     def __init__(self, encoder: str | None = None, *, cache: bool = True, batch_size: int = DENSE_BATCH,
                  cache_max: int = DENSE_CACHE_MAX, device: str | None = None):
@@ -286,6 +287,10 @@ class DenseRetriever:
         missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)
+        # shortest first, so a batch pads to its own longest text rather than to the haystack's (a 20-token turn
+        # batched beside a 512-token one costs 512 positions): the vectors are the same to float noise, like the
+        # cache's (the attention mask hides padding), and the rankings built from them are the official ones
+        missing.sort(key=len)
         for t, v in zip(missing, self._encode_batches(missing), strict=True):
             self._cache[t] = v
         if not texts:
