@@ -30,7 +30,7 @@ class Delivery:
 
     - ``"ranked_ids"`` (or ``"ranked"``): the row's delivered ranking, best first, one turn id per ranked unit
       (``"?"`` for a unit that maps to no turn; a list of ids for a unit tagged with several turns). A row that
-      carries one is a *ranked* row and gets LongMemEval's ranked metrics (``harness.workloads.metrics``).
+      carries one is a *ranked* row and gets the ranked metrics (``harness.workloads.metrics``).
     - ``"row_ms"``: the milliseconds this row spent in the design's public API, measured by the arm around the
       design call and excluding the harness's own provenance matching (finding ``dia_ids`` in ``text``). When
       every row of an arm reports it, the runner reports it as the row's design time and the rest of the deliver

