@@ -140,6 +140,24 @@ def _locomo_paper_page(p: dict[str, Any]) -> str:
     return locomo_paper.docs_page(p)
 
 
+def _longmemeval_protocol(p: dict[str, Any]) -> str:
+    from benchmarks import longmemeval_protocol
+
+    return longmemeval_protocol.docs_page(p)
+
+
+def _longmemeval_designs(p: dict[str, Any]) -> str:
+    from benchmarks import longmemeval
+
+    return longmemeval.docs_page(p)
+
+
+def _longmemeval_scale(p: dict[str, Any]) -> str:
+    from benchmarks import longmemeval_scale
+
+    return longmemeval_scale.render_markdown(p)
+
+
 @dataclass(frozen=True)
 class Page:
     """One results page: where it goes, its title, the JSON files it renders and how to re-measure them."""
@@ -227,6 +245,20 @@ PAGES: tuple[Page, ...] = (
          "memsim bench locomo --protocol locomo-paper --out benchmarks/results",
          "The LoCoMo paper's retrieval-recall protocol run with memsim's retrievers, beside the published rows.",
          whole=True),
+    Page("longmemeval-protocol", "LongMemEval: the official retrieval protocol",
+         (("longmemeval-protocol", _longmemeval_protocol),),
+         "memsim bench longmemeval --protocol longmemeval --data FILE --out benchmarks/results",
+         "LongMemEval's official retrieval evaluation (BM25 and the flat-contriever MiniLM path, session and turn "
+         "corpora, turn2session, both averaging rules) with the published numbers beside, marked with their data."),
+    Page("longmemeval", "LongMemEval through the designs", (("longmemeval", _longmemeval_designs),),
+         "memsim bench longmemeval --data FILE --out benchmarks/results",
+         "Every LoCoMo arm on each LongMemEval question's own haystack: delivered against stored evidence (both "
+         "roles and the official user-only view), tokens, per question type, Tortoise's expansion pair."),
+    Page("longmemeval-scale", "LongMemEval at scale", (("longmemeval-scale", _longmemeval_scale),),
+         "memsim bench longmemeval-scale --out benchmarks/results",
+         "The official protocol's wall time on an S-shaped generated file, the design run's cost per question and "
+         "per distinct text with projections for S and M, and the streaming loader's peak memory on a multi-GB "
+         "file."),
 )
 
 _FENCE = re.compile(r"^(```|~~~)")

@@ -554,7 +554,9 @@ def longmemeval(
                                                                   "ray).")] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="The first N questions (after --types).")] = None,
     types: Annotated[str | None, typer.Option("--types", help="Comma-separated question types to keep.")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="The first 20 questions only (after --types).")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Small: --protocol longmemeval reads the first 20 questions "
+                                                    "(after --types); --protocol designs the first 3, with quick "
+                                                    "arm settings.")] = False,
     out: OutOpt = None,
     seed: SeedOpt = 0,
     progress: ProgressOpt = True,
