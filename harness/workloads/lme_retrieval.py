@@ -2,7 +2,7 @@
 
 What is realised, and why: the numbers memsim reports under "LongMemEval retrieval" must agree with the official
 evaluator (``src/retrieval/run_retrieval.py`` and ``src/retrieval/eval_utils.py`` of xiaowu0162/LongMemEval, see
-``/work/shared/spec/longmemeval.md`` section 3) on any file, so every rule below follows that code, including the
+read at upstream commit 9e0b455; ``docs/longmemeval.md``) on any file, so every rule below follows that code, including the
 rules a reader may find odd:
 
 - the corpus holds **user turns only**; at ``session`` granularity a document is the user turns joined by one
