@@ -1,9 +1,9 @@
 """LongMemEval's official retrieval protocol, reproduced as pure functions (corpus, gold, metrics, retrievers).
 
 What is realised, and why: the numbers memsim reports under "LongMemEval retrieval" must agree with the official
-evaluator (``src/retrieval/run_retrieval.py`` and ``src/retrieval/eval_utils.py`` of xiaowu0162/LongMemEval, see
-read at upstream commit 9e0b455; ``docs/longmemeval.md``) on any file, so every rule below follows that code, including the
-rules a reader may find odd:
+evaluator (``src/retrieval/run_retrieval.py`` and ``src/retrieval/eval_utils.py`` of xiaowu0162/LongMemEval,
+as of upstream commit 9e0b455; see ``docs/longmemeval.md``) on any file, so every rule below follows that code,
+including the rules a reader may find odd:
 
 - the corpus holds **user turns only**; at ``session`` granularity a document is the user turns joined by one
   space (a session without user turns is the empty document), at ``turn`` granularity one document per user turn
