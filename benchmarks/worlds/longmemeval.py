@@ -87,6 +87,7 @@ _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"
 
 _COMMON = ("the a and to of in that it for on with as this was but be have not at so if or we you they "
+           "I my me is are what how many did do now today things thing new day days ago finally bought "
            "just really think about would could maybe also more some then there what when which because "
            "very much other time way good new first last long great little right old big high different "
            "small large next early young important few public same able help make know take see come "
