@@ -363,3 +363,20 @@ def test_minilm_per_question_metrics_agree_with_the_reference(minilm_pair):
             assert sorted(cached.rank(texts, q.question)) == list(range(len(texts)))
             assert np.all(ranked[:-1] >= ranked[1:] - 1e-5), (e["question_id"], gran)
     assert cached.hits > 0  # filler sessions recur across the haystacks, so the cache was used
+
+
+def test_bm25_on_the_world_generator_file_every_number_agrees(tmp_path):
+    """The same comparison on the LongMemEval-format world generator's data (S's type mix, abstention, shared
+    filler pool, real-file quirks), fewer sessions per haystack to stay fast."""
+    from benchmarks.worlds import longmemeval as W
+
+    path = tmp_path / "world.json"
+    W.write_file(path, 40, seed=5, sessions=10)
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    questions = list(lme.iter_questions(path))
+    logs = _reference_logs(entries, ref.bm25_scores)
+    rows = _memsim_rows(questions, {"bm25": R.make_retriever("bm25")})
+    assert _assert_per_question_equal(rows, logs, "bm25") == len(entries) * 3 * len(R.METRIC_NAMES)
+    assert _assert_averages_equal(R.aggregate(rows), logs, "bm25") == 6 * len(R.METRIC_NAMES)
+    n_paper, _ = ref.average(logs["session"], "paper")
+    assert n_paper < len(entries)  # the generator's abstention questions were skipped on both sides
