@@ -1,0 +1,426 @@
+"""LongMemEval at scale: the official protocol's wall time on 500 S-shape questions, the design run's cost with a
+projection for S and M, and the streaming loader's peak memory on a multi-GB file.
+
+All three parts run on files made by :mod:`benchmarks.worlds.longmemeval` (the real files cannot be downloaded
+here), labelled ``data: synthetic, benchmarks.worlds.longmemeval seed <S>`` in the JSON and on the page.
+
+- **protocol**: :func:`benchmarks.longmemeval_protocol.run` (bm25 + minilm, session and turn granularity, both
+  averagings) on a generated S-shape file of 500 questions, against the level "within 20 minutes on this 2-core
+  machine". ``--quick`` runs 20 questions and states the 500-question figure as a projection (wall x 500 / n,
+  model loading included in the measured wall, so the projection is an upper bound on that account).
+- **designs**: :func:`benchmarks.longmemeval.run` (the default arms) at two haystack sizes (sessions per
+  question); per question its wall seconds and per arm its ingest milliseconds, and the run's text-cache counts
+  (distinct texts encoded, hits). The cost model is *linear in turns per question*: the two sizes fix an intercept
+  and a slope, the measured cost ratio is printed beside the turn ratio (equal ratios would mean no fixed cost per
+  question), and S (500 questions x ~48 sessions) and M (500 x ~500 sessions) are projected from it, one worker.
+- **loader**: a generated M-shape file of ~2.5 GB (``--quick``: ~200 MB) is stream-written into a temp folder and
+  read by :func:`harness.workloads.longmemeval.iter_questions` in a child process that reports its own peak RSS
+  (``ru_maxrss``); a child that only imports the loader gives the interpreter's baseline. Level: peak < 2 GiB. The
+  file is deleted afterwards.
+
+A part whose module is missing is recorded as absent with the reason. Results (``longmemeval-scale.{json,md,png}``)
+are written once every part is done, each through a temp file and a rename.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import _jsonable, default_out_dir, machine_description, md_table, write_atomic
+
+NAME = "longmemeval-scale"
+PARTS = ("protocol", "designs", "loader")
+LEVEL_PROTOCOL_S = 20 * 60
+LEVEL_LOADER_BYTES = 2 * 1024**3
+S_QUESTIONS = 500
+FULL = {"protocol_questions": 500, "design_questions": 6, "design_sessions": (12, 48), "loader_bytes": 2_500_000_000}
+QUICK = {"protocol_questions": 20, "design_questions": 2, "design_sessions": (8, 16), "loader_bytes": 200_000_000}
+
+_LOADER_CHILD = r"""
+import json, resource, sys, time
+from harness.workloads.longmemeval import LoadStats, iter_questions
+t0 = time.perf_counter()
+st = LoadStats()
+n = turns = 0
+if len(sys.argv) > 1:
+    for q in iter_questions(sys.argv[1], stats=st):
+        n += 1
+        turns += q.n_turns
+print(json.dumps({"questions": n, "turns": turns, "wall_s": time.perf_counter() - t0,
+                  "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def _say(msg: str) -> None:
+    print(f"longmemeval-scale: {msg}", flush=True)
+
+
+def _gen_progress(what: str) -> Callable[[int, int, int], None]:
+    last = [0.0]
+    t0 = time.perf_counter()
+
+    def cb(done: int, total: int, nbytes: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= 5.0 or done == total:
+            last[0] = now
+            print(f"  {what}: {done}/{total} questions, {nbytes / 1e6:.0f} MB, {now - t0:.0f}s", file=sys.stderr,
+                  flush=True)
+
+    return cb
+
+
+def _absent(exc: BaseException) -> dict[str, Any]:
+    return {"status": "absent", "reason": f"{type(exc).__name__}: {exc}"}
+
+
+# ------------------------------------------------------------------------------------------------------- protocol
+def measure_protocol(tmp: Path, *, n_questions: int, seed: int, retrievers: Sequence[str] = ("bm25", "minilm"),
+                     target: int = S_QUESTIONS) -> dict[str, Any]:
+    """The official protocol on a generated S-shape file of ``n_questions``; its wall time and, when
+    ``n_questions < target``, the projection to ``target`` questions (linear in questions)."""
+    try:
+        from benchmarks import longmemeval_protocol as P
+    except ImportError as e:
+        return _absent(e)
+    from benchmarks.worlds import longmemeval as gen
+
+    data = tmp / "protocol-s.json"
+    desc = gen.write_file(data, n_questions, seed=seed, progress=_gen_progress("protocol data"))
+    out = tmp / "protocol-out"
+    t0 = time.perf_counter()
+    P.run(out, data=data, retrievers=list(retrievers), seed=seed, data_label=desc["label"])
+    wall = time.perf_counter() - t0
+    res = json.loads((out / "longmemeval-protocol.json").read_text(encoding="utf-8"))
+    projected = wall * target / res["n_questions"]
+    summary = [{k: r[k] for k in ("retriever", "granularity", "scored_as", "averaging", "questions")}
+               | {m: r["metrics"][m] for m in ("recall_any@5", "recall_all@5", "ndcg_any@10")}
+               for r in res["rows"] if r["averaging"] == "paper"]
+    data.unlink(missing_ok=True)
+    return {"status": "ok", "questions": res["n_questions"], "retrievers": list(retrievers), "wall_s": wall,
+            "protocol_wall_s": res.get("wall_s"), "target_questions": target,
+            "wall_s_for_target": projected, "projected": res["n_questions"] != target,
+            "level_s": LEVEL_PROTOCOL_S, "within_level": projected <= LEVEL_PROTOCOL_S,
+            "data": {k: desc[k] for k in ("seed", "questions", "sessions_per_question", "reuse", "pool_size",
+                                          "turns", "bytes", "label")},
+            "rows_paper_averaging": summary}
+
+
+# -------------------------------------------------------------------------------------------------------- designs
+def _fit(x0: float, y0: float, x1: float, y1: float) -> tuple[float, float]:
+    """Intercept and slope of the line through two points."""
+    slope = (y1 - y0) / (x1 - x0) if x1 != x0 else 0.0
+    return y0 - slope * x0, slope
+
+
+def measure_designs(tmp: Path, *, n_questions: int, sessions: Sequence[int], seed: int, quick: bool,
+                    arms: str | None = None) -> dict[str, Any]:
+    """The design run at each haystack size in ``sessions`` (two): per-question wall, per-arm ingest, text-cache
+    counts; the linear-in-turns fit and the projection for S and M."""
+    try:
+        from benchmarks import longmemeval as B
+    except ImportError as e:
+        return _absent(e)
+    from benchmarks.worlds import longmemeval as gen
+
+    points = []
+    for s in sessions:
+        data = tmp / f"designs-{s}.json"
+        desc = gen.write_file(data, n_questions, seed=seed, sessions=s)
+        out = tmp / f"designs-out-{s}"
+        t0 = time.perf_counter()
+        B.run(out, data=data, arms=arms, limit=n_questions, quick=quick, seed=seed)
+        wall = time.perf_counter() - t0
+        res = json.loads((out / "longmemeval.json").read_text(encoding="utf-8"))
+        cost = res["aggregate"]["cost"]
+        qs = res["questions"]
+        caches = res.get("encoder_cache", {})
+        points.append({
+            "sessions_per_question": s, "questions": res["n_questions"], "run_wall_s": wall,
+            "turns_per_question": cost["turns_per_question_mean"],
+            "sessions_per_question_mean": sum(q["n_sessions"] for q in qs) / len(qs),
+            "question_wall_s": cost["question_wall_s_mean"],
+            "arm_ingest_ms": {a: v["ingest_ms_mean"] for a, v in cost["per_arm"].items()},
+            "encoder_cache": caches,
+            "distinct_texts": sum(c.get("texts", 0) for c in caches.values()),
+            "cache_misses": sum(c.get("misses", 0) for c in caches.values()),
+            "cache_hits": sum(c.get("hits", 0) for c in caches.values()),
+            "data": {k: desc[k] for k in ("seed", "questions", "sessions_per_question", "reuse", "turns", "label")},
+        })
+        data.unlink(missing_ok=True)
+        _say(f"designs at {s} sessions/question: {cost['question_wall_s_mean']:.2f} s per question")
+    a, b = points[0], points[-1]
+    turns_per_session = b["turns_per_question"] / b["sessions_per_question_mean"]
+    shapes = {"S": gen.S_SESSIONS * turns_per_session, "M": gen.M_SESSIONS * turns_per_session}
+
+    def project(y0: float, y1: float) -> dict[str, Any]:
+        icpt, slope = _fit(a["turns_per_question"], y0, b["turns_per_question"], y1)
+        return {"intercept": icpt, "per_turn": slope, "measured_ratio": (y1 / y0) if y0 else None,
+                **{f"per_question_{k}": icpt + slope * t for k, t in shapes.items()}}
+
+    wall_fit = project(a["question_wall_s"], b["question_wall_s"])
+    arms_fit = {arm: project(a["arm_ingest_ms"][arm], b["arm_ingest_ms"][arm])
+                for arm in a["arm_ingest_ms"] if arm in b["arm_ingest_ms"]}
+    distinct = [p["distinct_texts"] / max(1, p["questions"] * p["turns_per_question"]) for p in points]
+    return {
+        "status": "ok", "quick": quick, "points": points,
+        "model": "linear in turns per question, fitted through the two measured haystack sizes",
+        "turn_ratio": b["turns_per_question"] / a["turns_per_question"],
+        "wall_fit": wall_fit, "arm_ingest_fit": arms_fit,
+        "turns_per_question": shapes, "shape_questions": S_QUESTIONS,
+        "projection_s": {k: S_QUESTIONS * wall_fit[f"per_question_{k}"] for k in shapes},
+        "distinct_texts_per_turn": distinct,
+    }
+
+
+# --------------------------------------------------------------------------------------------------------- loader
+def _child(args: list[str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-c", _LOADER_CHILD, *args], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"loader child failed ({out.returncode}): {last}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure_loader(tmp: Path, *, target_bytes: int, seed: int, sessions: int | None = None) -> dict[str, Any]:
+    """Stream-write an M-shape file of about ``target_bytes``, iterate it with the loader in a child process and
+    read the child's peak RSS; the file is deleted before returning."""
+    from benchmarks.worlds import longmemeval as gen
+
+    try:
+        from harness.workloads.longmemeval import iter_questions  # noqa: F401
+    except ImportError as e:
+        return _absent(e)
+    sessions = sessions or gen.M_SESSIONS
+    # the question count from the mean size of the first three questions: the file is about target_bytes
+    sizes = [len(json.dumps(q, ensure_ascii=False).encode()) for q in gen.generate(3, seed=seed, sessions=sessions)]
+    n = max(1, math.ceil(target_bytes / (sum(sizes) / len(sizes))))
+    data = tmp / "loader-m.json"
+    try:
+        t0 = time.perf_counter()
+        desc = gen.write_file(data, n, seed=seed, sessions=sessions, progress=_gen_progress("loader data"))
+        gen_s = time.perf_counter() - t0
+        base = _child([])
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        got = _child([str(data)])
+        children_max = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    finally:
+        data.unlink(missing_ok=True)
+        gen.sidecar_path(data).unlink(missing_ok=True)
+    peak = got["peak_rss_kb"] * 1024
+    return {"status": "ok", "target_bytes": target_bytes, "file_bytes": desc["bytes"], "questions": got["questions"], "turns": got["turns"],
+            "expected_questions": n, "expected_turns": desc["turns"], "sessions_per_question": sessions,
+            "generate_s": gen_s, "read_s": got["wall_s"], "read_mb_per_s": desc["bytes"] / 1e6 / got["wall_s"],
+            "peak_rss_bytes": peak, "baseline_rss_bytes": base["peak_rss_kb"] * 1024,
+            "children_max_rss_bytes_before": before * 1024, "children_max_rss_bytes_after": children_max * 1024,
+            "peak_over_file": peak / desc["bytes"], "level_bytes": LEVEL_LOADER_BYTES,
+            "within_level": peak < LEVEL_LOADER_BYTES, "data": {k: desc[k] for k in ("seed", "label", "reuse")}}
+
+
+# ------------------------------------------------------------------------------------------------------------ run
+def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
+        parts: Sequence[str] = PARTS, protocol_questions: int | None = None, design_questions: int | None = None,
+        design_sessions: Sequence[int] | None = None, loader_bytes: int | None = None,
+        retrievers: Sequence[str] = ("bm25", "minilm"), arms: str | None = None, tmp_dir: Path | None = None,
+        fault_hook: Callable[[str], None] | None = None) -> list[Path]:
+    """Run the selected parts and write ``longmemeval-scale.{json,md,png}`` into ``out_dir`` once all are done."""
+    from benchmarks.common import set_torch_threads
+    from benchmarks.worlds import longmemeval as gen
+
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        raise ValueError(f"unknown part(s) {', '.join(unknown)}: choose from {', '.join(PARTS)}")
+    cfg = dict(QUICK if quick else FULL)
+    for k, v in (("protocol_questions", protocol_questions), ("design_questions", design_questions),
+                 ("design_sessions", design_sessions), ("loader_bytes", loader_bytes)):
+        if v is not None:
+            cfg[k] = v
+    if len(cfg["design_sessions"]) != 2:
+        raise ValueError("design_sessions takes two haystack sizes (sessions per question)")
+    set_torch_threads(1)
+    t_start = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="memsim-lme-scale-", dir=tmp_dir))
+    results: dict[str, Any] = {}
+    try:
+        if "protocol" in parts:
+            _say(f"protocol on {cfg['protocol_questions']} generated questions ({', '.join(retrievers)})")
+            results["protocol"] = measure_protocol(tmp, n_questions=cfg["protocol_questions"], seed=seed,
+                                                   retrievers=retrievers)
+        if "designs" in parts:
+            _say(f"designs on {cfg['design_questions']} questions at {cfg['design_sessions']} sessions/question")
+            results["designs"] = measure_designs(tmp, n_questions=cfg["design_questions"],
+                                                 sessions=cfg["design_sessions"], seed=seed, quick=quick, arms=arms)
+        if "loader" in parts:
+            _say(f"loader peak memory on a generated ~{cfg['loader_bytes'] / 1e9:.1f} GB file")
+            results["loader"] = measure_loader(tmp, target_bytes=cfg["loader_bytes"], seed=seed)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    payload = {
+        "benchmark": NAME, "data": gen.label({"generator": gen.GENERATOR, "seed": seed}),
+        "generator": {"name": gen.GENERATOR, "version": gen.VERSION, "seed": seed, "reuse": 0.6,
+                      "pool_size": 2000},
+        "config": {**{k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()}, "parts": list(parts),
+                   "retrievers": list(retrievers), "arms": arms, "quick": quick},
+        "levels": {"protocol_s": LEVEL_PROTOCOL_S, "loader_bytes": LEVEL_LOADER_BYTES},
+        **results,
+        "meta": {"machine": machine_description(), "seeds": {"seed": seed}, "quick": quick,
+                 "wall_s": time.perf_counter() - t_start},
+    }
+    return write_outputs(out_dir, payload, fault_hook)
+
+
+def write_outputs(out_dir: Path, payload: dict[str, Any], fault_hook: Callable[[str], None] | None = None
+                  ) -> list[Path]:
+    """The png, md and json, each atomically (steps ``longmemeval_scale.{png,md,json}``), the json last."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = [(f"{NAME}.png", _png(payload)), (f"{NAME}.md", (render_markdown(payload).rstrip() + "\n").encode()),
+             (f"{NAME}.json", (json.dumps(_jsonable(payload), indent=2, ensure_ascii=False) + "\n").encode())]
+    paths = []
+    for name, data in files:
+        if data is None:
+            continue
+        write_atomic(out_dir / name, data, fault_hook, step=f"longmemeval_scale.{name.rsplit('.', 1)[1]}")
+        paths.append(out_dir / name)
+    return paths
+
+
+# ------------------------------------------------------------------------------------------------------ rendering
+def _gib(b: float) -> str:
+    return f"{b / 1024**3:.2f} GiB"
+
+
+def render_markdown(payload: dict[str, Any]) -> str:
+    """The page, from the payload alone."""
+    lines = [f"# LongMemEval at scale{' (quick)' if payload['meta']['quick'] else ''}", "",
+             f"{payload['data']} (generated files in LongMemEval's released schema; filler reuse "
+             f"{payload['generator']['reuse']} from a pool of {payload['generator']['pool_size']}).", ""]
+    p = payload.get("protocol")
+    if p:
+        lines += ["## Official protocol", ""]
+        if p["status"] != "ok":
+            lines += [f"absent: {p['reason']}", ""]
+        else:
+            how = (f"projected from {p['questions']} questions (wall x {p['target_questions']} / {p['questions']})"
+                   if p["projected"] else "measured")
+            lines += [md_table(["questions", "retrievers", "wall s", f"wall s for {p['target_questions']}",
+                                "level s", "within level"],
+                               [[p["questions"], ",".join(p["retrievers"]), p["wall_s"], p["wall_s_for_target"],
+                                 p["level_s"], "yes" if p["within_level"] else "no"]], ".1f"), "",
+                      f"The {p['target_questions']}-question figure is {how}.", "",
+                      md_table(["retriever", "granularity", "scored as", "n", "recall_any@5", "recall_all@5",
+                                "ndcg_any@10"],
+                               [[r["retriever"], r["granularity"], r["scored_as"], r["questions"], r["recall_any@5"],
+                                 r["recall_all@5"], r["ndcg_any@10"]] for r in p["rows_paper_averaging"]]), "",
+                      "(paper averaging; synthetic data: these numbers show the rankings are not trivial, they "
+                      "are not LongMemEval results)", ""]
+    d = payload.get("designs")
+    if d:
+        lines += ["## Design run cost", ""]
+        if d["status"] != "ok":
+            lines += [f"absent: {d['reason']}", ""]
+        else:
+            lines += [md_table(["sessions/question", "questions", "turns/question", "wall s/question",
+                                "distinct texts", "cache hits"],
+                               [[pt["sessions_per_question"], pt["questions"], pt["turns_per_question"],
+                                 pt["question_wall_s"], pt["distinct_texts"], pt["cache_hits"]]
+                                for pt in d["points"]], ".2f"), "",
+                      f"Model: {d['model']}. Turn ratio {d['turn_ratio']:.2f}, measured wall ratio "
+                      f"{d['wall_fit']['measured_ratio']:.2f} (equal ratios: no fixed cost per question)"
+                      + (" — quick arm settings." if d["quick"] else "."), "",
+                      md_table(["arm", "ingest ms (small)", "ingest ms (large)", "measured ratio", "ms per turn",
+                                "projected ms/question S", "projected ms/question M"],
+                               [[arm, d["points"][0]["arm_ingest_ms"][arm], d["points"][-1]["arm_ingest_ms"][arm],
+                                 f["measured_ratio"], f["per_turn"], f["per_question_S"], f["per_question_M"]]
+                                for arm, f in d["arm_ingest_fit"].items()], ".2f"), "",
+                      md_table(["shape", "turns/question", "projected wall s/question", "projected s for 500 "
+                                "questions (1 worker)"],
+                               [[k, d["turns_per_question"][k], d["wall_fit"][f"per_question_{k}"],
+                                 d["projection_s"][k]] for k in d["turns_per_question"]], ".1f"), "",
+                      "Projections, not measurements: the fit through two measured sizes extrapolated.", ""]
+    ld = payload.get("loader")
+    if ld:
+        lines += ["## Loader peak memory", ""]
+        if ld["status"] != "ok":
+            lines += [f"absent: {ld['reason']}", ""]
+        else:
+            lines += [md_table(["file", "questions", "turns", "read s", "MB/s", "peak RSS", "baseline RSS",
+                                "peak / file", "level", "within level"],
+                               [[_gib(ld["file_bytes"]), ld["questions"], ld["turns"], ld["read_s"],
+                                 ld["read_mb_per_s"], _gib(ld["peak_rss_bytes"]), _gib(ld["baseline_rss_bytes"]),
+                                 f"{ld['peak_over_file']:.3f}", _gib(ld["level_bytes"]),
+                                 "yes" if ld["within_level"] else "no"]], ".1f"), "",
+                      f"M shape ({ld['sessions_per_question']} sessions per question), read by "
+                      "`iter_questions` in a child process (its own ru_maxrss); the file was deleted after.", ""]
+    m = payload["meta"]
+    lines += [f"Machine: {m['machine'].get('cpu', '')} ({m['machine'].get('cpu_count', '')} CPUs); "
+              f"wall {m['wall_s']:.0f} s; seed {m['seeds']['seed']}."]
+    return "\n".join(lines)
+
+
+def _png(payload: dict[str, Any]) -> bytes | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover
+        return None
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    p, d, ld = payload.get("protocol") or {}, payload.get("designs") or {}, payload.get("loader") or {}
+    ax = axes[0]
+    if p.get("status") == "ok":
+        ax.bar(["measured", f"{p['target_questions']} q"], [p["wall_s"], p["wall_s_for_target"]], color="#4c72b0")
+        ax.axhline(p["level_s"], color="crimson", ls="--", label="level")
+        ax.legend()
+    ax.set_title("official protocol wall (s)")
+    ax = axes[1]
+    if d.get("status") == "ok":
+        xs = [pt["turns_per_question"] for pt in d["points"]]
+        ax.plot(xs, [pt["question_wall_s"] for pt in d["points"]], "o-", label="wall s/question")
+        ax.set_xlabel("turns per question")
+        ax.legend()
+    ax.set_title("design run cost")
+    ax = axes[2]
+    if ld.get("status") == "ok":
+        ax.bar(["file", "peak RSS", "level"], [ld["file_bytes"] / 1024**3, ld["peak_rss_bytes"] / 1024**3,
+                                                ld["level_bytes"] / 1024**3], color=["#999", "#4c72b0", "crimson"])
+    ax.set_title("loader memory (GiB)")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def main(argv: list[str] | None = None) -> list[Path]:
+    ap = argparse.ArgumentParser(prog="memsim bench longmemeval-scale", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="20 protocol questions (projected), 2 design questions at "
+                                                          "8 and 16 sessions, a ~200 MB loader file")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    ap.add_argument("--protocol-questions", type=int, default=None)
+    ap.add_argument("--design-questions", type=int, default=None)
+    ap.add_argument("--loader-bytes", type=int, default=None)
+    a = ap.parse_args(argv)
+    parts = [p.strip() for p in a.parts.split(",") if p.strip()]
+    paths = run(a.out or default_out_dir(a.quick), quick=a.quick, seed=a.seed, parts=parts,
+                protocol_questions=a.protocol_questions, design_questions=a.design_questions,
+                loader_bytes=a.loader_bytes)
+    for p in paths:
+        print(f"wrote {p}")
+    return paths
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
