@@ -531,6 +531,12 @@ def longmemeval(
     encoder: Annotated[str | None, typer.Option(
         "--encoder", help="With --protocol longmemeval: the dense retriever's weights, 'minilm' (the default, "
                           "all-MiniLM-L6-v2) or a local Hugging Face model folder (e.g. Contriever).")] = None,
+    dense_cache: Annotated[bool, typer.Option(
+        "--dense-cache/--no-dense-cache", help="With --protocol longmemeval: keep each text's dense vector for the "
+                                               "run (much faster where haystacks share sessions; identical texts "
+                                               "then tie exactly where the official code orders them by float "
+                                               "noise, so a number can move slightly). Off: the official "
+                                               "encoding.")] = False,
     arms: Annotated[str | None, typer.Option("--arms", help="With --protocol designs: comma-separated arms (as "
                                                            "memsim bench locomo).")] = None,
     arm_class: Annotated[list[str] | None, typer.Option(
@@ -606,11 +612,14 @@ def longmemeval(
         from benchmarks import longmemeval_protocol as proto
 
         _run(proto.run, out, quick, progress, seed=seed, data=data, retrievers=names, encoder=encoder,
-             limit=limit, types=type_list, workers=workers, executor=executor, address=address, echo=_echo)
+             limit=limit, types=type_list, workers=workers, executor=executor, address=address, echo=_echo,
+             dense_cache=dense_cache)
         return
     for name, given in (("--retrievers", retrievers), ("--encoder", encoder)):
         if given is not None:
             raise bad_option(name, None, "applies to --protocol longmemeval only")
+    if dense_cache:
+        raise bad_option("--dense-cache", None, "applies to --protocol longmemeval only")
     if reader_prompt not in ("con", "direct"):
         raise bad_option("--reader-prompt", reader_prompt, ("con", "direct"))
     try:

@@ -179,7 +179,7 @@ def dense() -> R.DenseRetriever:
 
     torch.set_num_threads(1)
     try:
-        return R.DenseRetriever("minilm")
+        return R.DenseRetriever("minilm", cache=True)
     except Exception as exc:  # pragma: no cover - the weights package is a dependency
         pytest.skip(f"MiniLM weights unavailable: {exc}")
 
@@ -207,3 +207,18 @@ def test_dense_ranking_is_raw_dot_product_descending(dense: R.DenseRetriever) ->
     q = dense._encode_batches(["What breed is my dog?"])[0]
     scores = docs @ q
     assert ranking[0] == 0 and all(scores[ranking[i]] >= scores[ranking[i + 1]] for i in range(2))
+
+
+def test_the_protocol_encodes_as_the_official_code_unless_the_cache_is_asked_for() -> None:
+    """The default dense retriever keeps no vector between calls (every corpus is encoded in batches of 128 in
+    corpus order, as the official code does); the text cache is the named ``--dense-cache`` option."""
+    import torch
+
+    torch.set_num_threads(1)
+    plain = R.make_retriever("minilm")
+    assert isinstance(plain, R.DenseRetriever) and plain._cache is None
+    texts = ["a blank-ish turn", "a blank-ish turn", "another one"]
+    plain.encode(texts)
+    plain.encode(texts)
+    assert (plain.hits, plain.misses) == (0, 0)
+    assert R.make_retriever("minilm", cache=True)._cache == {}
