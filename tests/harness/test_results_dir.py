@@ -85,8 +85,9 @@ BENCHES = {"selectors": ("selectors", []), "cbr-loop": ("cbr_loop", []), "cost":
            "locomo": ("locomo", ["--data", "locomo10.json"]), "serve": ("serve", []), "engines": ("engines", []),
            "sweep": ("sweep", ["any.yaml"]), "redaction": ("redaction", []), "ep-scaling": ("ep_scaling", []),
            "service-faults": ("service_faults", []), "ep-engine": ("ep_engine", []),
-           "capture-path": ("capture_path", ["store.kuzu"]), "ann": ("ann", []), "hosts": ("hosts", [])}
-MAIN_ARGV = ("ep-scaling", "ep-engine")  # these call the script's main(argv), which parses --out
+           "capture-path": ("capture_path", ["store.kuzu"]), "ann": ("ann", []), "hosts": ("hosts", []),
+           "longmemeval": ("longmemeval", ["--data", "lme.json"]), "longmemeval-scale": ("longmemeval_scale", [])}
+MAIN_ARGV = ("ep-scaling", "ep-engine", "longmemeval-scale")  # these call the script's main(argv), which parses --out
 COMMITTED = Path("benchmarks") / "results"  # the committed results folder, relative to the clone
 
 
@@ -116,6 +117,7 @@ def test_every_bench_defaults_to_the_run_folder(clone, monkeypatch, bench, quick
     monkeypatch.setattr(mod, "main" if bench in MAIN_ARGV else "run", fake_run)
     (clone / "locomo10.json").write_text("[]\n", encoding="utf-8")  # locomo checks its data exists before the work
     (clone / "store.kuzu").write_bytes(b"")  # capture-path checks its store exists before the work
+    (clone / "lme.json").write_text("[]\n", encoding="utf-8")  # longmemeval checks its data exists before the work
     flags = ["--quick"] if quick and bench != "sweep" else []
     res = runner.invoke(app, ["bench", bench, *args, *flags, "--no-progress"])
     assert res.exit_code == 0, res.output
