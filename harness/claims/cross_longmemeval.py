@@ -1,0 +1,373 @@
+"""Cross-design claims XD-16 .. XD-19 on LongMemEval: what the official retrieval view can and cannot see, how its
+two averaging rules differ, and what two designs deliver on a question's own haystack, at what cost.
+
+Data: the LongMemEval file the resolver finds without a command-line option (``$MEMSIM_LONGMEMEVAL_DATA``, else
+the copy ``memsim data fetch longmemeval-s`` (or another LongMemEval fetch name) placed in the data folder); any
+file in the released schema is accepted (a generated one too), and every observation names it
+(``describe_data``). Without a file every claim is skipped with the reason; a path that is set but missing is an
+``error`` (one line), never a skip, so a typo does not look like absent data.
+
+Selections, all stable (file order, the first questions that qualify, counts stated in ``measured``):
+
+- the **shared selection**: the first ``PER_TYPE`` questions of each of the six question types, read in one
+  streaming pass that stops once every quota is met (XD-17; XD-18 and XD-19 take their questions from it);
+- XD-16: the first ``SSA_QUESTIONS`` ``single-session-assistant`` questions;
+- XD-18: the ``TORTOISE_QUESTIONS`` questions with the fewest turns among those of the shared selection that are
+  neither abstention nor ``temporal-reasoning`` (upstream skips the expansion for temporal questions) and have
+  evidence turns;
+- XD-19: the first ``FRACTAL_QUESTIONS`` questions of the shared selection, each run on the first half of its
+  haystack's sessions and on the whole haystack.
+
+XD-16 and XD-17 drive the official protocol (``harness.workloads.lme_retrieval``: corpus, gold, BM25 ranking,
+averaging); XD-18 and XD-19 run design arms through ``harness.workloads.runner.run_conversation`` on
+``harness.workloads.lme_workload.to_conversation(q)``, each arm driving its simulator's public API, and read the
+delivered ids and token counts the runner recorded. Question loads and arm runs are cached per process (keyed by
+the file's path, size and modification time); :func:`clear_cache` empties the caches (tests that change a
+behaviour call it). An arm that is unavailable or fails makes the claim an ``error`` with the arm's message.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.claims import ClaimContext, Demonstrate, Observation, guarded_claim
+from harness.workloads.longmemeval import (
+    QUESTION_TYPES,
+    LmeQuestion,
+    LongMemEvalDataError,
+    describe_data,
+    find_longmemeval_path,
+    iter_questions,
+)
+
+D = "cross"
+REC = "LongMemEval workload"
+REC_EXPANSION = "LongMemEval workload (+ MEM-RTE-source-expansion)"
+PER_TYPE = 2
+"""Questions per question type in the shared selection (six types: at most 12 questions)."""
+SSA_QUESTIONS = 8
+"""``single-session-assistant`` questions XD-16 inspects."""
+TORTOISE_QUESTIONS = 1
+"""Questions XD-18 runs Tortoise on: the eligible questions of the shared selection with the fewest turns (file
+order among equals). One, to keep the file's claims near a minute: a Tortoise ingest of an S-shaped haystack
+(about 400-500 turns) took 35-60 s on one CPU thread of a shared two-core machine (2 questions: 120 s)."""
+FRACTAL_QUESTIONS = 4
+"""Questions XD-19 runs Fractal on (each twice: the first half of its sessions, then the whole haystack; the
+released S haystacks are all about 115k tokens, so the halves give the size its spread)."""
+MIN_ASSISTANT_ONLY_SHARE = 0.5
+"""XD-16: more than this share of the inspected single-session-assistant questions must have their evidence in
+assistant turns only (51 of 56 on S, cleaned)."""
+MIN_RANK_CORRELATION = 0.8
+FLOAT_NOISE = 1e-9
+_CACHE: dict[tuple[Any, ...], Any] = {}
+_ROOT: list[Path] = []
+
+
+class ArmFailed(RuntimeError):
+    """A design arm a claim needs did not run (the message is the arm's)."""
+
+
+def clear_cache() -> None:
+    """Forget every cached question load and arm run of this process."""
+    _CACHE.clear()
+
+
+def _root() -> Path:
+    if not _ROOT:
+        _ROOT.append(Path(tempfile.mkdtemp(prefix="memsim-xdl-")))
+        atexit.register(shutil.rmtree, _ROOT[0], True)
+    return _ROOT[0]
+
+
+def _unavailable() -> Observation | None:
+    try:
+        path = find_longmemeval_path()
+    except LongMemEvalDataError as exc:  # set but missing: an error, not a skip
+        msg = f"LongMemEval data: {exc}"
+        return Observation(verdict="error", evidence=msg, note=msg)
+    if path is None:
+        return Observation.skipped("LongMemEval data not found: run `memsim data fetch longmemeval-s` (or "
+                                   "longmemeval-oracle) or set $MEMSIM_LONGMEMEVAL_DATA")
+    return None
+
+
+def _xl(id: str, statement: str, record: str = REC) -> Callable[[Demonstrate], Demonstrate]:
+    """Register a LongMemEval cross-design consequence claim, skipped with the reason without data."""
+    return guarded_claim(id, design=D, record=record, kind="consequence", statement=statement,
+                         skip_reason=_unavailable)
+
+
+def _path() -> Path:
+    path = find_longmemeval_path()
+    assert path is not None  # the guard ran first
+    return path
+
+
+def _file_key(path: Path) -> tuple[str, int, int]:
+    st = path.stat()
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+def _data_line(path: Path) -> str:
+    key = ("describe", _file_key(path))
+    if key not in _CACHE:
+        _CACHE[key] = describe_data(path)
+    return _CACHE[key]
+
+
+def shared_selection(path: Path) -> list[LmeQuestion]:
+    """The first ``PER_TYPE`` questions of each type, in file order (one pass, stopping when every quota is met)."""
+    key = ("shared", _file_key(path), PER_TYPE)
+    if key not in _CACHE:
+        quota = dict.fromkeys(QUESTION_TYPES, PER_TYPE)
+        out: list[LmeQuestion] = []
+        for q in iter_questions(path):
+            if quota.get(q.question_type, 0) > 0:
+                quota[q.question_type] -= 1
+                out.append(q)
+                if not any(quota.values()):
+                    break
+        _CACHE[key] = out
+    return list(_CACHE[key])
+
+
+def _typed(path: Path, qtype: str, n: int) -> list[LmeQuestion]:
+    key = ("typed", _file_key(path), qtype, n)
+    if key not in _CACHE:
+        _CACHE[key] = list(iter_questions(path, types=[qtype], limit=n))
+    return list(_CACHE[key])
+
+
+def _run(path: Path, arm: str, questions: Sequence[LmeQuestion],
+         sessions: int | None = None) -> list[dict[str, Any]]:
+    """``run_conversation`` of ``arm`` on each question's conversation, or on the conversation of its first
+    ``sessions`` haystack sessions when given (cached); raises ``ArmFailed``."""
+    from harness.workloads.lme_workload import to_conversation
+    from harness.workloads.runner import run_conversation
+
+    out = []
+    for q in questions:
+        key = ("run", _file_key(path), arm, q.index, q.question_id, sessions)
+        if key not in _CACHE:
+            cut = q if sessions is None else q.model_copy(update={"sessions": q.sessions[:sessions]})
+            res = run_conversation(to_conversation(cut), [arm], _root() / f"{len(_CACHE)}")
+            info = res["arms"][arm]
+            if info["status"] != "ok":
+                raise ArmFailed(f"{q.question_id}: {arm}: {info['status']}: {info.get('message', '')}")
+            _CACHE[key] = res
+        out.append(_CACHE[key])
+    return out
+
+
+def _rec(res: dict[str, Any], row: str) -> dict[str, Any]:
+    (rec,) = [r for r in res["records"] if r["row"] == row]
+    return rec
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 4)
+
+
+def _spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Spearman's rank correlation (ties averaged); ``None`` when it is undefined (fewer than 3 points or a
+    constant side)."""
+    from scipy.stats import spearmanr
+
+    if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
+        return None
+    return float(spearmanr(a, b).statistic)
+
+
+# --------------------------------------------------------------------------------------------------- XD-16
+@_xl("XD-16",
+     statement="The official retrieval corpus (user turns only) cannot deliver assistant-side evidence: most "
+               "single-session-assistant questions (51 of 56 on S) have every evidence turn in an assistant turn; "
+               "for each of those the corpus at session and at turn granularity holds no gold id and no document "
+               "containing an evidence turn's text, so the paper averaging scores it recall_all@k 1 and "
+               "ndcg_any@k 0 at every k (BM25's ranking shown; nothing being gold, any ranking scores so) and the "
+               "strict averaging drops it, while the "
+               "design view (to_conversation) keeps those turns as evidence an arm must deliver")
+def xd_16(ctx: ClaimContext) -> Observation:
+    from harness.workloads import lme_retrieval as lr
+    from harness.workloads.lme_workload import to_conversation
+
+    path = _path()
+    qs = _typed(path, "single-session-assistant", SSA_QUESTIONS)
+    if not qs:
+        return Observation.skipped(f"{path.name}: no single-session-assistant question")
+    bm25 = lr.Bm25Retriever()
+    per: list[dict[str, Any]] = []
+    for q in qs:
+        ev = [t for s in q.sessions for t in s.turns if t.has_answer is True]
+        assistant_only = bool(ev) and all(t.role == "assistant" for t in ev)
+        row: dict[str, Any] = {"question_id": q.question_id, "evidence_turns": len(ev),
+                               "assistant_only": assistant_only}
+        if assistant_only:
+            texts = [t.content.strip() for t in ev if t.content.strip()]
+            gold, contains, scores = {}, {}, {}
+            for gran in lr.GRANULARITIES:
+                docs, ids = lr.build_corpus(q, gran)  # type: ignore[arg-type]
+                gold[gran] = lr.gold_ids(ids)
+                contains[gran] = sum(1 for d in docs if any(x in d for x in texts))
+                m = lr.evaluate(bm25.rank(docs, q.question), ids)
+                scores[gran] = {"recall_all_1": all(m[f"recall_all@{k}"] == 1.0 for k in lr.KS),
+                                "ndcg_0": all(m[f"ndcg_any@{k}"] == 0.0 for k in lr.KS)}
+            conv_ev = to_conversation(q).probes[0]
+            facts = {"abstention": q.abstention, "user_evidence": q.has_user_evidence()}
+            row.update(gold_ids=gold, docs_containing_evidence=contains, scores=scores,
+                       kept_paper=lr.keep(facts, "paper"), kept_strict=lr.keep(facts, "strict"),
+                       design_evidence=len(conv_ev.evidence), official_evidence=len(conv_ev.official_evidence or []))
+        per.append(row)
+    only = [p for p in per if p["assistant_only"]]
+    share = len(only) / len(per)
+    return Observation.from_checks(
+        {"most_assistant_only": share > MIN_ASSISTANT_ONLY_SHARE,
+         "no_gold_in_corpus": all(not g for p in only for g in p["gold_ids"].values()),
+         "no_document_holds_evidence_text": all(c == 0 for p in only for c in p["docs_containing_evidence"].values()),
+         "paper_scores_recall_all_1_ndcg_0": all(s["recall_all_1"] and s["ndcg_0"] for p in only
+                                                 for s in p["scores"].values()),
+         "strict_drops_paper_keeps_non_abstention": all(not p["kept_strict"]
+                                                        and p["kept_paper"] == ("_abs" not in p["question_id"])
+                                                        for p in only),
+         "design_view_keeps_evidence": all(p["design_evidence"] == p["evidence_turns"] > 0
+                                           and p["official_evidence"] == 0 for p in only)},
+        measured={"data": _data_line(path), "questions": len(per), "assistant_only": len(only),
+                  "assistant_only_share": _r(share), "paper_kept": sum(1 for p in only if p["kept_paper"]),
+                  "strict_kept": sum(1 for p in only if p["kept_strict"]), "per_question": per},
+        evidence=(f"{only[0]['question_id']}: evidence turns {only[0]['evidence_turns']} (all assistant); "
+                  f"gold ids {only[0]['gold_ids']}; scores {only[0]['scores']}") if only else
+                 f"none of the first {len(per)} single-session-assistant questions has assistant-only evidence")
+
+
+# --------------------------------------------------------------------------------------------------- XD-17
+@_xl("XD-17",
+     statement="The official protocol's two averaging rules change both the count and the numbers: for BM25 at "
+               "session granularity on the first questions of each type, the paper averaging (skip abstention) "
+               "keeps more questions than the strict one (also skip questions without a user evidence turn), and "
+               "at least one averaged metric differs between them by more than float noise")
+def xd_17(ctx: ClaimContext) -> Observation:
+    from harness.workloads import lme_retrieval as lr
+
+    path = _path()
+    qs = shared_selection(path)
+    if not qs:
+        return Observation.skipped(f"{path.name}: no question")
+    bm25 = {"bm25": lr.Bm25Retriever()}
+    rows = [r for q in qs for r in lr.question_rows(q, bm25, granularities=("session",))]
+    agg = {a["averaging"]: a for a in lr.aggregate(rows, by_type=False)}
+    paper, strict = agg["paper"], agg["strict"]
+    diffs = {m: _r(paper["metrics"][m] - strict["metrics"][m]) for m in lr.METRIC_NAMES
+             if paper["metrics"][m] is not None and strict["metrics"][m] is not None}
+    big = {m: d for m, d in diffs.items() if d is not None and abs(d) > FLOAT_NOISE}
+    return Observation.from_checks(
+        {"paper_n_above_strict_n": paper["questions"] > strict["questions"],
+         "a_metric_differs": bool(big)},
+        measured={"data": _data_line(path), "questions": len(qs),
+                  "abstention": sum(1 for q in qs if q.abstention),
+                  "without_user_evidence": sum(1 for q in qs if not q.abstention and not q.has_user_evidence()),
+                  "paper_n": paper["questions"], "strict_n": strict["questions"],
+                  "paper": {m: _r(paper["metrics"][m]) for m in ("recall_all@5", "ndcg_any@5", "recall_any@5",
+                                                                  "recall_all@10", "ndcg_any@10")},
+                  "strict": {m: _r(strict["metrics"][m]) for m in ("recall_all@5", "ndcg_any@5", "recall_any@5",
+                                                                    "recall_all@10", "ndcg_any@10")},
+                  "paper_minus_strict": big},
+        evidence=f"bm25 session: paper n={paper['questions']} recall_all@5={_r(paper['metrics']['recall_all@5'])} "
+                 f"ndcg_any@5={_r(paper['metrics']['ndcg_any@5'])}; strict n={strict['questions']} "
+                 f"recall_all@5={_r(strict['metrics']['recall_all@5'])} "
+                 f"ndcg_any@5={_r(strict['metrics']['ndcg_any@5'])}")
+
+
+# --------------------------------------------------------------------------------------------------- XD-18
+@_xl("XD-18", record=REC_EXPANSION,
+     statement="Tortoise's source-session expansion on LongMemEval never loses delivered evidence and costs "
+               "tokens: on the non-temporal, non-abstention question with evidence turns and the fewest turns "
+               "among the first questions of each type, the evaluation row with the expansion (tortoise-eval) "
+               "delivers at least the evidence recall of the same search pool without it (tortoise-eval-noexp), "
+               "at more tokens (both deltas measured)")
+def xd_18(ctx: ClaimContext) -> Observation:
+    path = _path()
+    eligible = [q for q in shared_selection(path)
+                if not q.abstention and q.question_type != "temporal-reasoning"
+                and any(t.has_answer is True for s in q.sessions for t in s.turns)]
+    qs = sorted(eligible, key=lambda q: q.n_turns)[:TORTOISE_QUESTIONS]  # stable: file order among equals
+    if not qs:
+        return Observation.skipped(f"{path.name}: no non-temporal, non-abstention question with evidence turns "
+                                   "in the selection")
+    per = []
+    for res in _run(path, "tortoise", qs):
+        w, wo = _rec(res, "tortoise-eval"), _rec(res, "tortoise-eval-noexp")
+        per.append({"question_id": res["conversation"], "turns": res["n_turns"], "recall_with": _r(w["recall"]),
+                    "recall_without": _r(wo["recall"]), "tokens_with": w["tokens"], "tokens_without": wo["tokens"],
+                    "expansion_added": w["meta"].get("expansion_added"),
+                    "expansion_ran": w["meta"].get("expansion_ran")})
+    rw = float(np.mean([p["recall_with"] for p in per]))
+    ro = float(np.mean([p["recall_without"] for p in per]))
+    tw = float(np.mean([p["tokens_with"] for p in per]))
+    to = float(np.mean([p["tokens_without"] for p in per]))
+    return Observation.from_checks(
+        {"recall_with_at_least_without_each": all(p["recall_with"] >= p["recall_without"] for p in per),
+         "tokens_with_above_without": tw > to},
+        measured={"data": _data_line(path), "questions": len(per), "recall_with": _r(rw), "recall_without": _r(ro),
+                  "recall_delta": _r(rw - ro), "tokens_with": _r(tw), "tokens_without": _r(to),
+                  "tokens_delta": _r(tw - to), "per_question": per},
+        evidence="; ".join(f"{p['question_id']}: recall {p['recall_without']} -> {p['recall_with']}, tokens "
+                           f"{p['tokens_without']} -> {p['tokens_with']} (+{p['expansion_added']} turns)"
+                           for p in per))
+
+
+# --------------------------------------------------------------------------------------------------- XD-19
+def _haystack(q: LmeQuestion, sessions: int | None = None) -> tuple[int, int]:
+    """(turns, characters of turn content) of the question's haystack, or of its first ``sessions`` sessions."""
+    kept = q.sessions if sessions is None else q.sessions[:sessions]
+    return sum(len(s.turns) for s in kept), sum(len(t.content) for s in kept for t in s.turns)
+
+
+@_xl("XD-19",
+     statement="Fractal's delivered tokens grow with the haystack while its delivered evidence recall stays "
+               "complete: on each question, Fractal fed the first half of the haystack's sessions and then the "
+               "whole haystack delivers more tokens for the whole; over those runs the delivered tokens "
+               "rank-correlate with the haystack's size (its characters) above 0.8; and every run with evidence "
+               "turns in its haystack has delivered recall 1 (user and assistant evidence)")
+def xd_19(ctx: ClaimContext) -> Observation:
+    path = _path()
+    qs = shared_selection(path)[:FRACTAL_QUESTIONS]
+    if not qs:
+        return Observation.skipped(f"{path.name}: no question")
+    halves = [max(1, len(q.sessions) // 2) for q in qs]
+    per = []
+    for q, half in zip(qs, halves, strict=True):
+        row: dict[str, Any] = {"question_id": q.question_id, "sessions": len(q.sessions)}
+        for label, cut in (("half", half), ("whole", None)):
+            (res,) = _run(path, "fractal", [q], sessions=cut)
+            rec = _rec(res, "fractal")
+            turns, chars = _haystack(q, cut)
+            row[label] = {"sessions": cut or len(q.sessions), "turns": turns, "chars": chars,
+                          "tokens": rec["tokens"], "recall": _r(rec["recall"]),
+                          "delivered_turns": rec["delivered_turns"]}
+        per.append(row)
+    runs = [p[h] for p in per for h in ("half", "whole")]
+    rho_chars = _spearman([r["chars"] for r in runs], [r["tokens"] for r in runs])
+    rho_turns = _spearman([r["turns"] for r in runs], [r["tokens"] for r in runs])
+    scored = [r for r in runs if r["recall"] is not None]
+    grow = [p["whole"]["tokens"] - p["half"]["tokens"] for p in per]
+    added = [p["whole"]["chars"] - p["half"]["chars"] for p in per]
+    return Observation.from_checks(
+        {"whole_more_tokens_than_half_each": all(g > 0 for g in grow),
+         "tokens_track_haystack": rho_chars is not None and rho_chars > MIN_RANK_CORRELATION,
+         "recall_1_on_every_run_with_evidence": bool(scored) and all(r["recall"] == 1.0 for r in scored)},
+        measured={"data": _data_line(path), "questions": len(per), "runs": len(runs), "runs_with_evidence":
+                  len(scored), "rank_correlation_tokens_chars": _r(rho_chars),
+                  "rank_correlation_tokens_turns": _r(rho_turns),
+                  "added_tokens_per_added_char": _r(float(np.mean([g / a for g, a in zip(grow, added, strict=True)
+                                                                   if a > 0] or [float("nan")]))),
+                  "per_question": per},
+        evidence="; ".join(f"{p['question_id']}: {p['half']['sessions']} sessions {p['half']['tokens']} tokens "
+                           f"(recall {p['half']['recall']}) -> {p['whole']['sessions']} sessions "
+                           f"{p['whole']['tokens']} tokens (recall {p['whole']['recall']})" for p in per))

@@ -1,0 +1,188 @@
+"""XD-16 .. XD-19 (LongMemEval cross-design claims): they hold on a file in the released schema, are skipped
+without data, and each turns ``refuted`` when the behaviour it observes is changed (a mutated file or a
+monkeypatched design)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from harness.claims import all_claims
+from harness.claims import cross_longmemeval as xl
+from harness.ledger import run_claim
+from tests.harness.lme_fixture import assistant, question, user, write
+
+torch.set_num_threads(1)
+
+IDS = ("XD-16", "XD-17", "XD-18", "XD-19")
+WORDS = ("garden", "bike", "violin", "recipe", "trail", "library", "python", "camera", "coffee", "novel",
+         "budget", "flight", "museum", "yoga", "guitar", "paint", "soccer", "market", "river", "lamp")
+FACTS = {  # (question, user evidence, assistant evidence)
+    "single-session-user": ("What breed is my dog?", "I just adopted a border collie named Rex.", None),
+    "single-session-assistant": ("Which trail did you suggest to me?", None, "I suggest the Mount Falcon loop."),
+    "single-session-preference": ("Any snack ideas for me?", "I love salty snacks, especially pretzels.", None),
+    "multi-session": ("How many instruments do I play?", "I play the violin and the cello.", None),
+    "knowledge-update": ("Where do I work now?", "I moved to a job at the city library.", None),
+    "temporal-reasoning": ("How many days ago did I buy the bike?", "I bought a blue bike today.", None),
+}
+
+
+def _filler(rng: random.Random, n_turns: int, words: tuple[int, int]) -> list[dict[str, Any]]:
+    out = []
+    for i in range(n_turns):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(*words))) + "."
+        out.append(user(text) if i % 2 == 0 else assistant(text))
+    return out
+
+
+def haystack_questions(n: int = 12, *, seed: int = 0, base_sessions: int = 3, step: int = 1,
+                       turns: int = 4, words: tuple[int, int] = (6, 14), user_evidence_everywhere: bool = False,
+                       abstention: bool = True) -> list[dict[str, Any]]:
+    """``n`` questions cycling through the six types, the i-th with ``base_sessions + step * (i // 6)`` filler
+    sessions of ``turns`` turns (``words`` words each) plus one evidence session (evidence in a user turn, or in an assistant turn for
+    single-session-assistant); question 3 is an abstention question unless ``abstention`` is false.
+    ``user_evidence_everywhere`` also puts a user evidence turn in every single-session-assistant question."""
+    rng = random.Random(seed)
+    types = list(FACTS)
+    out = []
+    for i in range(n):
+        qtype = types[i % 6]
+        text, u_ev, a_ev = FACTS[qtype]
+        ev_turns = [user(u_ev or "Suggest a trail near Denver.", bool(u_ev) or user_evidence_everywhere),
+                    assistant(a_ev or "Happy to help with that.", bool(a_ev))]
+        n_sessions = base_sessions + step * (i // 6) + (i % 6)
+        sessions = [(f"sharegpt_{seed}_{i}_{j}", f"2023/05/{j % 28 + 1:02d} (Mon) 10:00",
+                     _filler(rng, turns, words)) for j in range(n_sessions)]
+        sessions.insert(n_sessions // 2, (f"answer_{seed}_{i}", "2023/05/15 (Mon) 12:00", ev_turns))
+        qid = f"q{i:03d}" + ("_abs" if abstention and i == 3 else "")
+        out.append(question(qid, qtype, text, "the answer", "2023/06/30 (Fri) 09:00", sessions))
+    return out
+
+
+def _verdicts(ids: tuple[str, ...] = IDS) -> dict[str, Any]:
+    xl.clear_cache()
+    return {c.id: run_claim(c) for c in all_claims(ids=list(ids))}
+
+
+@pytest.fixture
+def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = write(tmp_path / "lme.json", haystack_questions())
+    monkeypatch.setenv("MEMSIM_LONGMEMEVAL_DATA", str(path))
+    yield path
+    xl.clear_cache()
+
+
+def test_registered_as_cross_consequences() -> None:
+    claims = all_claims(ids=list(IDS))
+    assert [c.id for c in claims] == list(IDS)
+    assert all(c.design == "cross" and c.kind == "consequence" and c.record.startswith("LongMemEval workload")
+               for c in claims)
+    assert "MEM-RTE-source-expansion" in all_claims(ids=["XD-18"])[0].record
+
+
+def test_skipped_without_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMSIM_LONGMEMEVAL_DATA", raising=False)
+    monkeypatch.setenv("MEMSIM_DATA_DIR", str(tmp_path / "empty"))
+    rows = _verdicts()
+    assert {r.verdict for r in rows.values()} == {"skipped"}
+    assert all("memsim data fetch longmemeval-s" in r.note for r in rows.values())
+
+
+def test_a_missing_set_path_is_an_error_not_a_skip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSIM_LONGMEMEVAL_DATA", str(tmp_path / "typo.json"))
+    row = _verdicts(("XD-17",))["XD-17"]
+    assert row.verdict == "error" and "typo.json" in row.evidence and "\n" not in row.evidence
+
+
+def test_hold_on_a_released_schema_file(data: Path) -> None:
+    rows = _verdicts()
+    assert {k: r.verdict for k, r in rows.items()} == dict.fromkeys(IDS, "holds"), \
+        {k: (r.measured, r.evidence[-400:]) for k, r in rows.items() if r.verdict != "holds"}
+    m16, m17 = rows["XD-16"].measured, rows["XD-17"].measured
+    # the builder: 2 single-session-assistant questions, both with assistant-only evidence
+    assert (m16["questions"], m16["assistant_only"], m16["paper_kept"], m16["strict_kept"]) == (2, 2, 2, 0)
+    # 12 questions: one abstention, two without user evidence -> paper keeps 11, strict 9
+    assert (m17["paper_n"], m17["strict_n"]) == (11, 9)
+    # the two single-session-assistant questions score recall_all 1 under paper averaging, so paper's
+    # recall_all@5 is at least strict's, and ndcg 0 for them pulls paper's nDCG down
+    assert m17["paper"]["recall_all@5"] >= m17["strict"]["recall_all@5"]
+    assert m17["paper"]["ndcg_any@5"] < m17["strict"]["ndcg_any@5"]
+    m18 = rows["XD-18"].measured
+    assert m18["tokens_delta"] > 0 and m18["questions"] == xl.TORTOISE_QUESTIONS
+    # eligible: not temporal (q005, q011), not abstention (q003); the fewest turns first
+    assert [p["question_id"] for p in m18["per_question"]] == ["q000", "q001", "q002"][:xl.TORTOISE_QUESTIONS]
+    assert rows["XD-19"].measured["questions"] == xl.FRACTAL_QUESTIONS
+
+
+def test_xd16_refuted_when_assistant_questions_also_have_user_evidence(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "lme.json", haystack_questions(user_evidence_everywhere=True))
+    monkeypatch.setenv("MEMSIM_LONGMEMEVAL_DATA", str(path))
+    row = _verdicts(("XD-16",))["XD-16"]
+    assert row.verdict == "refuted" and row.measured["assistant_only_share"] == 0.0
+
+
+def test_xd17_refuted_without_abstention_and_with_user_evidence_everywhere(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "lme.json", haystack_questions(user_evidence_everywhere=True, abstention=False))
+    monkeypatch.setenv("MEMSIM_LONGMEMEVAL_DATA", str(path))
+    row = _verdicts(("XD-17",))["XD-17"]
+    assert row.verdict == "refuted" and row.measured["paper_n"] == row.measured["strict_n"] == 12
+
+
+def test_xd18_refuted_when_the_expansion_adds_nothing(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tortoise_sim.sdk import Tortoise
+
+    assert _verdicts(("XD-18",))["XD-18"].verdict == "holds"
+    monkeypatch.setattr(Tortoise, "expand_pool", lambda self, pool, *a, **kw: (list(pool), {"ran": False,
+                                                                                            "total": 0}))
+    row = _verdicts(("XD-18",))["XD-18"]
+    assert row.verdict == "refuted" and row.measured["tokens_delta"] == 0
+
+
+def test_xd19_refuted_when_fractal_summarises_a_bounded_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Fractal whose rendered summary keeps only its last 8 turns (a bounded memory, not the design) drops the
+    evidence session of a haystack longer than its 20-turn history tail and stops growing with the haystack."""
+    import fractal_sim.session as fs
+
+    path = write(tmp_path / "lme.json", haystack_questions(base_sessions=24))
+    monkeypatch.setenv("MEMSIM_LONGMEMEVAL_DATA", str(path))
+    assert _verdicts(("XD-19",))["XD-19"].verdict == "holds"
+
+    real = fs.render_session_summary
+
+    def bounded(summary):
+        return real(summary.model_copy(update={"turns": summary.turns[-8:]}))
+
+    monkeypatch.setattr(fs, "render_session_summary", bounded)
+    row = _verdicts(("XD-19",))["XD-19"]
+    assert row.verdict == "refuted"
+    assert {"recall_1_on_every_run_with_evidence", "whole_more_tokens_than_half_each"} <= set(
+        row.measured["failed_checks"]), row.measured
+
+
+def test_hold_on_a_generated_s_like_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generator's data (S's type mix and quirks, 8 sessions per question to stay quick): every claim holds,
+    and the counts the verdicts rest on come from the file (re-counted here from the raw JSON)."""
+    import json
+
+    from benchmarks.worlds.longmemeval import write_file
+
+    path = tmp_path / "generated.json"
+    write_file(path, 12, seed=0, sessions=8)
+    monkeypatch.setenv("MEMSIM_LONGMEMEVAL_DATA", str(path))
+    rows = _verdicts()
+    assert {k: r.verdict for k, r in rows.items()} == dict.fromkeys(IDS, "holds"), \
+        {k: r.measured.get("failed_checks") for k, r in rows.items()}
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    ssa = [q for q in raw if q["question_type"] == "single-session-assistant"][:xl.SSA_QUESTIONS]
+    only = [q for q in ssa if not any(t["role"] == "user" and t.get("has_answer") for s in q["haystack_sessions"]
+                                      for t in s)]
+    assert (rows["XD-16"].measured["questions"], rows["XD-16"].measured["assistant_only"]) == (len(ssa), len(only))
+    for r in rows.values():
+        assert r.measured["data"].startswith("generated.json: not a published release")
+    xl.clear_cache()
