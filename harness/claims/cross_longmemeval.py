@@ -1,5 +1,6 @@
-"""Cross-design claims XD-16 .. XD-19 on LongMemEval: what the official retrieval view can and cannot see, how its
-two averaging rules differ, and what two designs deliver on a question's own haystack, at what cost.
+"""Cross-design claims XD-16 .. XD-20 on LongMemEval: what the official retrieval view can and cannot see, how its
+two averaging rules and its two recall metrics differ, and what two designs deliver on a question's own haystack,
+at what cost.
 
 Data: the LongMemEval file the resolver finds without a command-line option (``$MEMSIM_LONGMEMEVAL_DATA``, else
 the copy ``memsim data fetch longmemeval-s`` (or another LongMemEval fetch name) placed in the data folder); any
@@ -12,13 +13,14 @@ Selections, all stable (file order, the first questions that qualify, counts sta
 - the **shared selection**: the first ``PER_TYPE`` questions of each of the six question types, read in one
   streaming pass that stops once every quota is met (XD-17; XD-18 and XD-19 take their questions from it);
 - XD-16: the first ``SSA_QUESTIONS`` ``single-session-assistant`` questions;
+- XD-20: the first ``MULTI_QUESTIONS`` ``multi-session`` questions;
 - XD-18: the ``TORTOISE_QUESTIONS`` questions with the fewest turns among those of the shared selection that are
   neither abstention nor ``temporal-reasoning`` (upstream skips the expansion for temporal questions) and have
   evidence turns;
 - XD-19: the first ``FRACTAL_QUESTIONS`` questions of the shared selection, each run on the first half of its
   haystack's sessions and on the whole haystack.
 
-XD-16 and XD-17 drive the official protocol (``harness.workloads.lme_retrieval``: corpus, gold, BM25 ranking,
+XD-16, XD-17 and XD-20 drive the official protocol (``harness.workloads.lme_retrieval``: corpus, gold, BM25 ranking,
 averaging); XD-18 and XD-19 run design arms through ``harness.workloads.runner.run_conversation`` on
 ``harness.workloads.lme_workload.to_conversation(q)``, each arm driving its simulator's public API, and read the
 delivered ids and token counts the runner recorded. Question loads and arm runs are cached per process (keyed by
@@ -58,6 +60,8 @@ TORTOISE_QUESTIONS = 1
 """Questions XD-18 runs Tortoise on: the eligible questions of the shared selection with the fewest turns (file
 order among equals). One, to keep the file's claims near a minute: a Tortoise ingest of an S-shaped haystack
 (about 400-500 turns) took 35-60 s on one CPU thread of a shared two-core machine (2 questions: 120 s)."""
+MULTI_QUESTIONS = 8
+"""``multi-session`` questions XD-20 reads (the non-abstention ones with two or more gold sessions are scored)."""
 FRACTAL_QUESTIONS = 4
 """Questions XD-19 runs Fractal on (each twice: the first half of its sessions, then the whole haystack; the
 released S haystacks are all about 115k tokens, so the halves give the size its spread)."""
@@ -371,3 +375,41 @@ def xd_19(ctx: ClaimContext) -> Observation:
         evidence="; ".join(f"{p['question_id']}: {p['half']['sessions']} sessions {p['half']['tokens']} tokens "
                            f"(recall {p['half']['recall']}) -> {p['whole']['sessions']} sessions "
                            f"{p['whole']['tokens']} tokens (recall {p['whole']['recall']})" for p in per))
+
+
+# --------------------------------------------------------------------------------------------------- XD-20
+@_xl("XD-20",
+     statement="The paper's Recall@k (recall_all: every gold session in the top k) and the recall_any@k that "
+               "package READMEs quote as R@k are different numbers where a question has several evidence "
+               "sessions: on multi-session questions (non-abstention, two or more gold sessions in the official "
+               "corpus), BM25's session-level recall_any@5 averages above its recall_all@5")
+def xd_20(ctx: ClaimContext) -> Observation:
+    from harness.workloads import lme_retrieval as lr
+
+    path = _path()
+    bm25 = lr.Bm25Retriever()
+    per = []
+    for q in _typed(path, "multi-session", MULTI_QUESTIONS):
+        if q.abstention:
+            continue
+        docs, ids = lr.build_corpus(q, "session")
+        gold = lr.gold_ids(ids)
+        if len(gold) < 2:
+            continue
+        m = lr.evaluate(bm25.rank(docs, q.question), ids)
+        per.append({"question_id": q.question_id, "sessions": len(docs), "gold_sessions": len(gold),
+                    **{f"{k}@{c}": m[f"{k}@{c}"] for c in (5, 10) for k in ("recall_any", "recall_all")}})
+    if not per:
+        return Observation.skipped(f"{path.name}: no non-abstention multi-session question with two or more gold "
+                                   f"sessions among the first {MULTI_QUESTIONS}")
+    mean = {k: _r(float(np.mean([p[k] for p in per]))) for k in ("recall_any@5", "recall_all@5", "recall_any@10",
+                                                                  "recall_all@10")}
+    assert mean["recall_any@5"] is not None and mean["recall_all@5"] is not None
+    return Observation.from_checks(
+        {"recall_any_above_recall_all_at_5": mean["recall_any@5"] > mean["recall_all@5"]},
+        measured={"data": _data_line(path), "questions": len(per), "mean": mean,
+                  "gap_at_5": _r(mean["recall_any@5"] - mean["recall_all@5"]),
+                  "questions_with_gap_at_5": sum(1 for p in per if p["recall_any@5"] > p["recall_all@5"]),
+                  "per_question": per},
+        evidence="; ".join(f"{p['question_id']}: {p['gold_sessions']} gold of {p['sessions']} sessions, "
+                           f"recall_any@5 {p['recall_any@5']} recall_all@5 {p['recall_all@5']}" for p in per))

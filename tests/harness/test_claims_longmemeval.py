@@ -1,4 +1,4 @@
-"""XD-16 .. XD-19 (LongMemEval cross-design claims): they hold on a file in the released schema, are skipped
+"""XD-16 .. XD-20 (LongMemEval cross-design claims): they hold on a file in the released schema, are skipped
 without data, and each turns ``refuted`` when the behaviour it observes is changed (a mutated file or a
 monkeypatched design)."""
 
@@ -18,7 +18,7 @@ from tests.harness.lme_fixture import assistant, question, user, write
 
 torch.set_num_threads(1)
 
-IDS = ("XD-16", "XD-17", "XD-18", "XD-19")
+IDS = ("XD-16", "XD-17", "XD-18", "XD-19", "XD-20")
 WORDS = ("garden", "bike", "violin", "recipe", "trail", "library", "python", "camera", "coffee", "novel",
          "budget", "flight", "museum", "yoga", "guitar", "paint", "soccer", "market", "river", "lamp")
 FACTS = {  # (question, user evidence, assistant evidence)
@@ -41,11 +41,12 @@ def _filler(rng: random.Random, n_turns: int, words: tuple[int, int]) -> list[di
 
 def haystack_questions(n: int = 12, *, seed: int = 0, base_sessions: int = 3, step: int = 1,
                        turns: int = 4, words: tuple[int, int] = (6, 14), user_evidence_everywhere: bool = False,
-                       abstention: bool = True) -> list[dict[str, Any]]:
+                       abstention: bool = True, multi_gold: int = 1) -> list[dict[str, Any]]:
     """``n`` questions cycling through the six types, the i-th with ``base_sessions + step * (i // 6)`` filler
     sessions of ``turns`` turns (``words`` words each) plus one evidence session (evidence in a user turn, or in an assistant turn for
     single-session-assistant); question 3 is an abstention question unless ``abstention`` is false.
-    ``user_evidence_everywhere`` also puts a user evidence turn in every single-session-assistant question."""
+    ``user_evidence_everywhere`` also puts a user evidence turn in every single-session-assistant question;
+    ``multi_gold`` is the number of evidence sessions of a multi-session question (placed side by side)."""
     rng = random.Random(seed)
     types = list(FACTS)
     out = []
@@ -57,7 +58,9 @@ def haystack_questions(n: int = 12, *, seed: int = 0, base_sessions: int = 3, st
         n_sessions = base_sessions + step * (i // 6) + (i % 6)
         sessions = [(f"sharegpt_{seed}_{i}_{j}", f"2023/05/{j % 28 + 1:02d} (Mon) 10:00",
                      _filler(rng, turns, words)) for j in range(n_sessions)]
-        sessions.insert(n_sessions // 2, (f"answer_{seed}_{i}", "2023/05/15 (Mon) 12:00", ev_turns))
+        for g in range(multi_gold if qtype == "multi-session" else 1):
+            sessions.insert(n_sessions // 2, (f"answer_{seed}_{i}_{g}", "2023/05/15 (Mon) 12:00",
+                                              ev_turns if g == 0 else [user(f"I also play instrument {g}.", True)]))
         qid = f"q{i:03d}" + ("_abs" if abstention and i == 3 else "")
         out.append(question(qid, qtype, text, "the answer", "2023/06/30 (Fri) 09:00", sessions))
     return out
@@ -100,7 +103,8 @@ def test_a_missing_set_path_is_an_error_not_a_skip(tmp_path: Path, monkeypatch: 
 
 def test_hold_on_a_released_schema_file(data: Path) -> None:
     rows = _verdicts()
-    assert {k: r.verdict for k, r in rows.items()} == dict.fromkeys(IDS, "holds"), \
+    expected = {**dict.fromkeys(IDS, "holds"), "XD-20": "skipped"}  # one gold session per multi-session question
+    assert {k: r.verdict for k, r in rows.items()} == expected, \
         {k: (r.measured, r.evidence[-400:]) for k, r in rows.items() if r.verdict != "holds"}
     m16, m17 = rows["XD-16"].measured, rows["XD-17"].measured
     # the builder: 2 single-session-assistant questions, both with assistant-only evidence
@@ -186,3 +190,13 @@ def test_hold_on_a_generated_s_like_file(tmp_path: Path, monkeypatch: pytest.Mon
     for r in rows.values():
         assert r.measured["data"].startswith("generated.json: not a published release")
     xl.clear_cache()
+
+
+def test_xd20_refuted_when_every_haystack_fits_in_the_top_5(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Multi-session questions with 3 filler sessions and 2 gold ones: 5 documents, so the top 5 holds every gold
+    session whatever BM25 does, and recall_any@5 = recall_all@5 = 1 on each."""
+    path = write(tmp_path / "lme.json", haystack_questions(base_sessions=0, step=0, multi_gold=2))
+    monkeypatch.setenv("MEMSIM_LONGMEMEVAL_DATA", str(path))
+    row = _verdicts(("XD-20",))["XD-20"]
+    assert row.verdict == "refuted"
+    assert row.measured["questions"] == 1 and row.measured["mean"]["recall_all@5"] == 1.0  # q009 (q003 is _abs)
