@@ -46,13 +46,15 @@ def test_quick_run_writes_results_from_measurements(tmp_path):
         pytest.skip("protocol absent")
     out = tmp_path / "out"
     paths = S.run(out, quick=True, seed=2, parts=["protocol", "loader"], protocol_questions=3,
-                  loader_bytes=2_000_000, retrievers=("bm25",), tmp_dir=tmp_path)
+                  loader_bytes=2_000_000, retrievers=("bm25",), tmp_dir=tmp_path, protocol_target=12)
     assert sorted(p.name for p in paths) == sorted(f"longmemeval-scale.{e}" for e in ("json", "md", "png"))
     payload = json.loads((out / "longmemeval-scale.json").read_text())
     p = payload["protocol"]
     assert p["status"] == "ok" and p["questions"] == 3 and p["projected"]
-    assert p["wall_s_for_target"] == pytest.approx(p["wall_s"] * 500 / 3)
+    assert p["wall_s_for_target"] == pytest.approx(p["wall_s"] * 12 / 3)
     assert p["within_level"] == (p["wall_s_for_target"] <= 1200)
+    # more questions, more distinct texts, but fewer than proportionally once pool sessions recur
+    assert p["distinct_texts"] < p["distinct_texts_target"] <= p["distinct_texts"] * 12 / 3
     assert {r["granularity"] for r in p["rows_paper_averaging"]} == {"session", "turn"}
     assert payload["data"] == "data: synthetic, benchmarks.worlds.longmemeval seed 2"
     md = (out / "longmemeval-scale.md").read_text()
