@@ -4,6 +4,7 @@ the behaviour they observe is changed (cheap arms only; the full set runs in ``m
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,9 +23,11 @@ def test_registered() -> None:
     assert all(re.fullmatch(r"XD-\d\d", c.id) and c.kind == "consequence" for c in claims)
 
 
-def test_skipped_without_data(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_skipped_without_data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     xd._conversation.cache_clear()
     monkeypatch.setenv("MEMSIM_LOCOMO_DATA", "/nonexistent/locomo")
+    monkeypatch.delenv("MEMSIM_LONGMEMEVAL_DATA", raising=False)  # the LongMemEval claims: nothing set or fetched
+    monkeypatch.setenv("MEMSIM_DATA_DIR", str(tmp_path))
     try:
         rows = [run_claim(c) for c in all_claims(design="cross")]
     finally:
