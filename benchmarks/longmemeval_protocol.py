@@ -153,12 +153,12 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     by 0.014. The default encodes every corpus as the official code does (batches of 128 in corpus order).
 
     ``data_label`` replaces the data line of the results (generated files pass the generator's label, e.g.
-    ``data: synthetic, benchmarks.worlds.longmemeval seed 3``); otherwise it is ``describe_data(path)``.
+    ``data: synthetic, benchmarks.worlds.longmemeval seed 3``); otherwise the generator's sidecar label for a generated file
+    (``benchmarks.longmemeval.data_description``), else ``describe_data(path)``.
     ``seed`` is recorded only (nothing here is random). Option errors are one-line ``ValueError`` raised before
     any work."""
     from harness.workloads.longmemeval import (
         LoadStats,
-        describe_data,
         iter_questions,
         release_of,
         resolve_longmemeval_path,
@@ -181,9 +181,14 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     stats = LoadStats()
     questions = iter_questions(path, stats=stats, limit=limit, types=list(types) if types else None)
     track, t0 = start_run(track)
-    label = data_label or describe_data(path)
+    from benchmarks.longmemeval import data_description
+
+    described = data_description(path)  # a generated file's sidecar names its generator and seed
+    label = data_label or described["label"]
     release = release_of(path)
     total = RELEASE_QUESTIONS if release and not types else None  # a known release: 500 questions
+    if total is None and not types and described.get("generator"):
+        total = described["generator"].get("questions")  # a generated file says how many it holds
     if limit is not None:
         total = min(limit, total) if total else limit  # an upper bound when --types filters too
     if executor == "ray":
@@ -290,12 +295,18 @@ def _published_table() -> str:
                       p["averaging"], p["questions"], *[p["metrics"].get(c) for c in cols]] for p in published()])
 
 
+def _data_line(label: str) -> str:
+    """The data line of a page: ``data: ...`` as the label says it (``data: synthetic, <generator> seed <S>`` for a
+    generated file), older labels without the prefix get one."""
+    return label if label.startswith("data: ") else f"data: {label}"
+
+
 def render_markdown(payload: dict[str, Any]) -> str:
     """The results file's Markdown: the data line, one table per metric family, the published numbers apart."""
     c = payload["config"]
     quick = f" Quick run: the first {c['quick_questions']} questions only." if c.get("quick") else ""
     out = [f"# LongMemEval retrieval, official protocol ({payload['n_questions']} questions)", "",
-           f"Data: {payload['data']}.{quick} Types: {', '.join(c['types']) if c.get('types') else 'all'}. "
+           f"{_data_line(payload['data'])}.{quick} Types: {', '.join(c['types']) if c.get('types') else 'all'}. "
            f"Retrievers: {', '.join(c['retrievers'])}. Averaging `paper` skips the abstention (`_abs`) questions, "
            "`strict` also skips questions without a user evidence turn; n = questions averaged. A turn run scored "
            "as `session` is the official turn2session scoring.", ""]
@@ -362,7 +373,7 @@ def docs_page(payload: dict[str, Any]) -> str:
            "flat-contriever dense path on all-MiniLM-L6-v2 weights (the paper used Contriever and Stella; a local "
            "Contriever folder plugs in with `--encoder PATH`). Run it with `memsim bench longmemeval --protocol "
            "longmemeval --data FILE`.", "",
-           f"This run: {payload['n_questions']} questions of {payload['data']}"
+           f"This run: {payload['n_questions']} questions; {_data_line(payload['data'])}"
            f"{' (quick: the first ' + str(c['quick_questions']) + ' questions)' if c.get('quick') else ''}; "
            f"wall time {payload['wall_s']:.0f} s.", "",
            "## Measured, with the published numbers beside", "",

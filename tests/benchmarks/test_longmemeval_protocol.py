@@ -164,3 +164,30 @@ def test_a_fault_while_writing_leaves_no_results_json(quirky: Path, tmp_path: Pa
         P.run(tmp_path / "out", data=quirky, retrievers="bm25", fault_hook=hook)
     left = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert f"{P.NAME}.json" not in left and not [n for n in left if n.endswith(".tmp")]
+
+
+def test_a_generated_file_is_labelled_synthetic_with_its_generator_and_seed(tmp_path: Path) -> None:
+    """A file made by the generator (its sidecar beside it) is labelled ``data: synthetic, <generator> seed <S>``
+    in the JSON, the md and the docs page, and its question count drives the progress total; a plain file keeps
+    the release line."""
+    from benchmarks.worlds import longmemeval as W
+
+    gen = W.write_file(tmp_path / "gen.json", 3, seed=7, sessions=8)
+    assert gen  # the description the sidecar holds
+    totals: list[int | None] = []
+
+    def track(it, description="", total=None):
+        totals.append(total)
+        return it
+
+    P.run(tmp_path / "out", data=tmp_path / "gen.json", retrievers=["bm25"], track=track)
+    payload = json.loads((tmp_path / "out" / "longmemeval-protocol.json").read_text(encoding="utf-8"))
+    want = "data: synthetic, benchmarks.worlds.longmemeval seed 7"
+    assert payload["data"] == want
+    assert want in (tmp_path / "out" / "longmemeval-protocol.md").read_text(encoding="utf-8")
+    assert want in P.docs_page(payload)
+    assert totals == [3]
+    plain = fx.write(tmp_path / "plain.json", fx.quirky_questions())
+    P.run(tmp_path / "out2", data=plain, retrievers=["bm25"])
+    other = json.loads((tmp_path / "out2" / "longmemeval-protocol.json").read_text(encoding="utf-8"))
+    assert "synthetic" not in other["data"] and "not a published release" in other["data"]
