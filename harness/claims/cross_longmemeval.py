@@ -47,6 +47,7 @@ from harness.workloads.longmemeval import (
     describe_data,
     find_longmemeval_path,
     iter_questions,
+    release_of,
 )
 
 D = "cross"
@@ -97,8 +98,15 @@ def _unavailable() -> Observation | None:
         msg = f"LongMemEval data: {exc}"
         return Observation(verdict="error", evidence=msg, note=msg)
     if path is None:
-        return Observation.skipped("LongMemEval data not found: run `memsim data fetch longmemeval-s` (or "
-                                   "longmemeval-oracle) or set $MEMSIM_LONGMEMEVAL_DATA")
+        return Observation.skipped("LongMemEval data not found: run `memsim data fetch longmemeval-s` or set "
+                                   "$MEMSIM_LONGMEMEVAL_DATA")
+    release = release_of(path)
+    if release and release.startswith("LongMemEval oracle"):
+        # the quickstart's bare fetch brings the oracle file: its haystacks are the evidence sessions alone, so
+        # statements about retrieval from a haystack (filler included) cannot be tested on it
+        return Observation.skipped(f"{path.name} is LongMemEval's oracle file (evidence sessions only, no filler "
+                                   f"haystack): run `memsim data fetch longmemeval-s` or set "
+                                   f"$MEMSIM_LONGMEMEVAL_DATA to an S or M file")
     return None
 
 

@@ -95,6 +95,15 @@ def test_skipped_without_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert all("memsim data fetch longmemeval-s" in r.note for r in rows.values())
 
 
+def test_skipped_on_the_oracle_file(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quickstart's bare fetch brings the oracle file (evidence sessions only): the haystack claims skip on it,
+    saying which file to fetch, instead of testing retrieval where there is no filler to retrieve from."""
+    monkeypatch.setattr(xl, "release_of", lambda path: "LongMemEval oracle, cleaned release")
+    rows = _verdicts()
+    assert {r.verdict for r in rows.values()} == {"skipped"}
+    assert all("oracle" in r.note and "longmemeval-s" in r.note for r in rows.values())
+
+
 def test_a_missing_set_path_is_an_error_not_a_skip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSIM_LONGMEMEVAL_DATA", str(tmp_path / "typo.json"))
     row = _verdicts(("XD-17",))["XD-17"]
