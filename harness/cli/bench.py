@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -86,6 +89,25 @@ def _main_argv(mod: Any) -> Callable[..., list[Path]]:
     return go
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While a benchmark runs, SIGTERM (``kill``, a job scheduler's stop) ends it like Ctrl-C: as a
+    ``KeyboardInterrupt`` in the main thread, so the benchmark's own clean-up runs and no temp or half-written
+    results file stays behind (the default SIGTERM action ends the process without any clean-up)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _run(fn, out: Path | None, quick: bool, progress: bool, **kw) -> None:  # type: ignore[no-untyped-def]
     from benchmarks.common import default_out_dir, progress_bar
     from harness.cli.run_output import removed_if_empty_on_failure
@@ -93,7 +115,7 @@ def _run(fn, out: Path | None, quick: bool, progress: bool, **kw) -> None:  # ty
     with removed_if_empty_on_failure(out or default_out_dir()):  # a failed run leaves no empty folder behind
         out_dir = _out_dir(out)
         try:
-            with progress_bar(progress) as track:
+            with _sigterm_as_interrupt(), progress_bar(progress) as track:
                 paths = fn(out_dir, quick=quick, track=track, **kw)
         except (OSError, ValueError) as exc:
             raise fail(_say(exc)) from None
