@@ -322,7 +322,7 @@ def _figure(payload: dict[str, Any]) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6))
     for ax, metric in zip(axes, ("recall_all", "ndcg_any"), strict=True):
         keys = list(dict.fromkeys((r["retriever"], r["granularity"], r["scored_as"]) for r in payload["rows"]))
         colours = plt.get_cmap("tab10")
@@ -339,8 +339,10 @@ def _figure(payload: dict[str, Any]) -> Any:
         ax.set_ylabel(f"{metric}@k")
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=7, loc="lower right")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=3, frameon=False)  # below both panels
     fig.suptitle(f"LongMemEval official retrieval protocol: {payload['data']}", fontsize=9)
+    fig.subplots_adjust(bottom=0.3)
     return fig
 
 
