@@ -189,6 +189,10 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     total = RELEASE_QUESTIONS if release and not types else None  # a known release: 500 questions
     if total is None and not types and described.get("generator"):
         total = described["generator"].get("questions")  # a generated file says how many it holds
+    if total is None and limit is None:  # any other file: one quick streaming pass counts them (an ETA)
+        from harness.workloads.longmemeval import count_questions
+
+        total = count_questions(path, types)
     if limit is not None:
         total = min(limit, total) if total else limit  # an upper bound when --types filters too
     if executor == "ray":

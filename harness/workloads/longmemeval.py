@@ -332,6 +332,21 @@ def iter_questions(path: Path | str, *, stats: LoadStats | None = None, limit: i
                    frozenset(types) if types is not None else None)
 
 
+def count_questions(path: Path | str, types: Sequence[str] | None = None) -> int | None:
+    """How many questions (of ``types``, when given) the file holds, by one streaming pass that keeps only each
+    question's type (the progress bar's total for a file that is no known release); ``None`` when the file cannot
+    be read that way (the run itself then reports the problem, with the loader's one-line error)."""
+    import ijson
+
+    wanted = frozenset(types) if types else None
+    try:
+        with open(path, "rb") as fh:
+            return sum(1 for t in ijson.items(fh, "item.question_type")
+                       if wanted is None or t in wanted)
+    except (OSError, ValueError, ijson.JSONError):
+        return None
+
+
 def _stream(path: Path, st: LoadStats, limit: int | None, types: frozenset[str] | None) -> Iterator[LmeQuestion]:
     import ijson
 

@@ -188,6 +188,9 @@ def test_a_generated_file_is_labelled_synthetic_with_its_generator_and_seed(tmp_
     assert want in P.docs_page(payload)
     assert totals == [3]
     plain = fx.write(tmp_path / "plain.json", fx.quirky_questions())
-    P.run(tmp_path / "out2", data=plain, retrievers=["bm25"])
+    P.run(tmp_path / "out2", data=plain, retrievers=["bm25"], track=track)
     other = json.loads((tmp_path / "out2" / "longmemeval-protocol.json").read_text(encoding="utf-8"))
     assert "synthetic" not in other["data"] and "not a published release" in other["data"]
+    assert totals[-1] == len(fx.quirky_questions())  # counted by a streaming pass: the bar still has an ETA
+    P.run(tmp_path / "out3", data=plain, retrievers=["bm25"], track=track, types=["multi-session"])
+    assert totals[-1] == sum(q["question_type"] == "multi-session" for q in fx.quirky_questions())
