@@ -255,7 +255,8 @@ PAGES: tuple[Page, ...] = (
          "Every LoCoMo arm on each LongMemEval question's own haystack: delivered against stored evidence (both "
          "roles and the official user-only view), tokens, per question type, Tortoise's expansion pair."),
     Page("longmemeval-scale", "LongMemEval at scale", (("longmemeval-scale", _longmemeval_scale),),
-         "memsim bench longmemeval-scale --out benchmarks/results",
+         "python -m benchmarks.longmemeval_scale --protocol-questions 40 --design-questions 2 --out "
+         "benchmarks/results (the committed sizes; `memsim bench longmemeval-scale` runs the full ones)",
          "The official protocol's wall time on an S-shaped generated file, the design run's cost per question and "
          "per distinct text with projections for S and M, and the streaming loader's peak memory on a multi-GB "
          "file."),
