@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 
 from benchmarks import longmemeval_scale as S
 from harness.faults import FaultInjected, FaultPlan
-
-
-def _have(mod: str) -> bool:
-    return importlib.util.find_spec(mod) is not None
 
 
 def test_fit_through_two_points_by_hand():
@@ -28,8 +23,6 @@ def test_unknown_part_is_one_line(tmp_path):
 
 
 def test_loader_part_streams_and_cleans(tmp_path):
-    if not _have("harness.workloads.longmemeval"):
-        pytest.skip("loader absent")
     work = tmp_path / "work"
     work.mkdir()
     got = S.measure_loader(work, target_bytes=3_000_000, seed=1, sessions=16)
@@ -42,8 +35,6 @@ def test_loader_part_streams_and_cleans(tmp_path):
 
 
 def test_quick_run_writes_results_from_measurements(tmp_path):
-    if not (_have("benchmarks.longmemeval_protocol") and _have("harness.workloads.lme_retrieval")):
-        pytest.skip("protocol absent")
     out = tmp_path / "out"
     paths = S.run(out, quick=True, seed=2, parts=["protocol", "loader"], protocol_questions=3,
                   loader_bytes=2_000_000, retrievers=("bm25",), tmp_dir=tmp_path, protocol_target=12)
@@ -64,8 +55,6 @@ def test_quick_run_writes_results_from_measurements(tmp_path):
 
 
 def test_designs_part_two_sizes(tmp_path):
-    if not _have("benchmarks.longmemeval"):
-        pytest.skip("design run absent")
     got = S.measure_designs(tmp_path, n_questions=1, sessions=(8, 14), seed=0, quick=True, arms="full,bm25")
     assert got["status"] == "ok"
     a, b = got["points"]
