@@ -450,24 +450,12 @@ def _local_pool(jobs: Iterable[dict[str, Any]], workers: int, share: bool, sampl
 
 
 def _ray_pool(jobs: Iterable[dict[str, Any]], workers: int, address: str | None) -> Iterator[dict[str, Any]]:
-    from benchmarks.sweep import import_ray
+    from benchmarks.sweep import ray_session
 
-    ray = import_ray()
-    started_here = not ray.is_initialized()
-    if started_here:
-        env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
-                            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}}
-        if address:
-            ray.init(address=address, runtime_env=env, log_to_driver=False)
-        else:
-            ray.init(num_cpus=workers, include_dashboard=False, runtime_env=env, log_to_driver=False)
-    try:
+    with ray_session(workers, address) as ray:
         remote = ray.remote(num_cpus=1, max_retries=0)(_ray_question)
         yield from _windowed(lambda j: remote.remote({**j, "in_worker": True}), ray.get, jobs,
                              workers * WINDOW_PER_WORKER)
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 def _ray_question(job: dict[str, Any]) -> dict[str, Any]:

@@ -103,20 +103,11 @@ def _local_pool(questions: Iterable[Any], names: Sequence[str], encoder: Encoder
 
 def _ray(questions: Iterable[Any], names: Sequence[str], encoder: Encoder, workers: int,
          address: str | None) -> Iterator[list[dict[str, Any]]]:
-    """Questions as Ray tasks (one CPU each), the same start-up as ``benchmarks.sweep.run_ray`` (its
-    ``import_ray`` and environment), at most ``2 * workers`` in flight."""
-    from benchmarks.sweep import import_ray
+    """Questions as Ray tasks (one CPU each), started by ``benchmarks.sweep.ray_session``, at most
+    ``2 * workers`` in flight."""
+    from benchmarks.sweep import ray_session
 
-    ray = import_ray()
-    started_here = not ray.is_initialized()
-    if started_here:
-        env = {"env_vars": {"TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
-                            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}}
-        if address:
-            ray.init(address=address, runtime_env=env, log_to_driver=False)
-        else:
-            ray.init(num_cpus=workers, include_dashboard=False, runtime_env=env, log_to_driver=False)
-    try:
+    with ray_session(workers, address) as ray:
         remote = ray.remote(num_cpus=1, max_retries=0)(evaluate_question)
         pending: list[Any] = []
         it = iter(questions)
@@ -131,9 +122,6 @@ def _ray(questions: Iterable[Any], names: Sequence[str], encoder: Encoder, worke
                 break
             ready, pending = ray.wait(pending, num_returns=1)
             yield ray.get(ready[0])
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 # --------------------------------------------------------------------------------------------------------- run

@@ -41,12 +41,13 @@ Holm-adjusted p-value over all listed pairs; "significant" means Holm-adjusted p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -503,11 +504,11 @@ def import_ray() -> Any:
     return ray
 
 
-def run_ray(todo: Sequence[dict[str, Any]], workers: int, address: str | None = None,
-            track: Track = _no_track) -> list[dict[str, Any]]:
-    """Run cells as Ray tasks (one CPU each). ``address`` joins an existing cluster (``auto`` or
-    ``ray://host:10001``); without it a local cluster of ``workers`` CPUs is started and shut down afterwards.
-    Every node must have memsim installed (``pip install -e .`` in the node's environment)."""
+@contextlib.contextmanager
+def ray_session(workers: int, address: str | None = None) -> Iterator[Any]:
+    """Ray for one run: joins ``address`` (``auto``, ``ray://host:10001``) or starts a local cluster of ``workers``
+    CPUs, with one thread per task and Hugging Face offline; yields the ``ray`` module and shuts down a cluster it
+    started (one already running is left as it was). Every benchmark that offers ``--executor ray`` uses it."""
     ray = import_ray()
     started_here = not ray.is_initialized()
     if started_here:
@@ -518,6 +519,18 @@ def run_ray(todo: Sequence[dict[str, Any]], workers: int, address: str | None = 
         else:
             ray.init(num_cpus=workers, include_dashboard=False, runtime_env=env, log_to_driver=False)
     try:
+        yield ray
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def run_ray(todo: Sequence[dict[str, Any]], workers: int, address: str | None = None,
+            track: Track = _no_track) -> list[dict[str, Any]]:
+    """Run cells as Ray tasks (one CPU each). ``address`` joins an existing cluster (``auto`` or
+    ``ray://host:10001``); without it a local cluster of ``workers`` CPUs is started and shut down afterwards.
+    Every node must have memsim installed (``pip install -e .`` in the node's environment)."""
+    with ray_session(workers, address) as ray:
         remote = ray.remote(num_cpus=1, max_retries=0)(run_cell)
         refs = [remote.remote(c) for c in todo]
         index = {ref: i for i, ref in enumerate(refs)}
@@ -533,9 +546,6 @@ def run_ray(todo: Sequence[dict[str, Any]], workers: int, address: str | None = 
         for ref in track(done_iter(), description="sweep cells (ray)", total=len(todo)):
             results[index[ref]] = ray.get(ref)
         return [r for r in results if r is not None]
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 # ---------------------------------------------------------------------------------------------------- statistics
