@@ -82,6 +82,7 @@ from benchmarks.common import (
 )
 from harness.workloads.arms import SPECS, ArmSpec, ArmUnavailable, build_arm, require_runnable, select_arms
 from harness.workloads.base import ArmContext, Delivery
+from harness.workloads.runner import SharedEncoder
 
 NAME = "longmemeval"
 QUICK_QUESTIONS = 3
@@ -137,7 +138,7 @@ def default_arms() -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------- encoder cache
-class TextCache:
+class TextCache(SharedEncoder):
     """One process's encoder cache keyed by text, over a process-wide encoder, shared by every arm and question.
 
     A miss encodes the text on its own (a batch of one, no padding), so the cached vector is a function of the
@@ -148,28 +149,11 @@ class TextCache:
     eviction cannot change a vector, only the cost)."""
 
     def __init__(self, name: str, base: Any | None = None, max_texts: int = 200_000) -> None:
-        self.name = name
-        self._base = base
+        super().__init__(name, base)  # the lazily loaded base encoder and attribute pass-through of the LoCoMo one
         self._vec: dict[str, np.ndarray] = {}
         self._asked: set[str] = set()
         self._asked_by: str | None = None
-        self.arm: str | None = None
         self.max_texts = max_texts
-        self.hits = 0
-        self.misses = 0
-
-    @property
-    def base(self) -> Any:
-        if self._base is None:
-            from harness import embedding
-
-            self._base = embedding.MeanPoolingEncoder() if self.name == "minilm-mean" else embedding.PoolerEncoder()
-        return self._base
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_"):
-            raise AttributeError(attr)
-        return getattr(self.base, attr)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):
