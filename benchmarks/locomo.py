@@ -69,6 +69,13 @@ QUICK_PROBES = 6
 DOCS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "locomo.md"
 
 
+def excerpt_body(text: str, chars: int = EXAMPLE_CHARS) -> str:
+    """A delivered text as a page shows it: whole when short, else its head and tail (``chars`` in all) around
+    ``[...]``, with code fences defused so the text cannot close the block it sits in."""
+    half = chars // 2
+    return (text if len(text) <= chars else text[:half] + "\n[...]\n" + text[-half:]).replace(FENCE, "'" * 3)
+
+
 def _peak_rss_mb() -> float:
     """Peak resident memory of this process and its waited-for children, in MiB (Linux reports KiB)."""
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -271,9 +278,7 @@ def markdown(payload: dict[str, Any]) -> str:
                 f"of the text, {EXAMPLE_CHARS} characters; a longer excerpt is in locomo.json)", ""]
         for r in shown:
             e = ex[r]
-            t = e["text_excerpt"]
-            half = EXAMPLE_CHARS // 2
-            body = (t if len(t) <= EXAMPLE_CHARS else t[:half] + "\n[...]\n" + t[-half:]).replace(FENCE, "'" * 3)
+            body = excerpt_body(e["text_excerpt"])
             out += [f"**{r}**: Q{e['probe']} \"{e['question']}\" evidence {', '.join(e['evidence'])}; delivered "
                     f"{len(e['delivered_ids'])} turn(s), {e['chars']} characters.", "", FENCE + "text", body, FENCE,
                     ""]

@@ -203,15 +203,7 @@ def text_encoders(names: Sequence[str] = ("minilm-mean", "minilm-pooler")) -> It
         yield caches
     finally:
         runner._ACTIVE = before
-        with embedding._LOCK:
-            for n in names:
-                base = caches[n]._base
-                if base is not None:
-                    embedding._CACHE[n] = base
-                elif saved[n] is not None:
-                    embedding._CACHE[n] = saved[n]
-                else:
-                    embedding._CACHE.pop(n, None)
+        runner.restore_encoders(caches, saved)
 
 
 # ------------------------------------------------------------------------------------------ one question, all arms
@@ -670,6 +662,8 @@ def qa_table(qa: dict[str, Any]) -> str:
 
 
 def _example_lines(payload: dict[str, Any], order: list[str]) -> list[str]:
+    from benchmarks.locomo import excerpt_body
+
     ex = payload.get("examples") or {}
     shown = [r for r in order if r in ex]
     if not shown:
@@ -678,9 +672,7 @@ def _example_lines(payload: dict[str, Any], order: list[str]) -> list[str]:
            f"{EXAMPLE_CHARS} characters)", ""]
     for r in shown:
         e = ex[r]
-        t = e["text_excerpt"]
-        half = EXAMPLE_CHARS // 2
-        body = (t if len(t) <= EXAMPLE_CHARS else t[:half] + "\n[...]\n" + t[-half:]).replace(FENCE, "'" * 3)
+        body = excerpt_body(e["text_excerpt"], EXAMPLE_CHARS)
         out += [f"**{r}**: \"{e['question']}\" evidence {', '.join(e['evidence'])}; delivered "
                 f"{len(e['delivered_ids'])} turn(s), {e['chars']} characters.", "", FENCE + "text", body, FENCE, ""]
     return out

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -65,6 +64,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import dspy  # noqa: E402
 
+from harness.atomic import write_atomic  # noqa: E402
 from harness.workloads.longmemeval import QUESTION_TYPES  # noqa: E402
 
 OFFICIAL_JUDGE = "gpt-4o-2024-08-06"
@@ -345,19 +345,8 @@ def write_hypotheses(path: Path, items: Iterable[Mapping[str, Any]],
     then rename; ``fault_hook("longmemeval.hypotheses.write")`` just before the rename). Returns the lines written."""
     lines = [json.dumps({"question_id": item["question_id"], "hypothesis": item["hypothesis"]}, ensure_ascii=False)
              for item in items if "hypothesis" in item]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write("".join(line + "\n" for line in lines))
-        os.chmod(tmp, 0o644)
-        if fault_hook:
-            fault_hook("longmemeval.hypotheses.write")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(Path(path), "".join(line + "\n" for line in lines).encode("utf-8"), fault_hook,
+                 "longmemeval.hypotheses.write")
     return len(lines)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -144,15 +144,23 @@ def shared_encoders(names: Sequence[str] = ("minilm-mean", "minilm-pooler")) -> 
         yield shared
     finally:
         _ACTIVE = []
-        with embedding._LOCK:
-            for n in names:
-                base = shared[n]._base
-                if base is not None:
-                    embedding._CACHE[n] = base
-                elif saved[n] is not None:
-                    embedding._CACHE[n] = saved[n]
-                else:
-                    embedding._CACHE.pop(n, None)
+        restore_encoders(shared, saved)
+
+
+def restore_encoders(installed: Mapping[str, SharedEncoder], saved: Mapping[str, Any]) -> None:
+    """Put the plain process-wide encoders back after a run's caches (``installed``, by name): the base model a
+    cache loaded is kept for later calls, else the encoder that was there before (``saved``), else none."""
+    from harness import embedding
+
+    with embedding._LOCK:
+        for n, cache in installed.items():
+            base = cache._base
+            if base is not None:
+                embedding._CACHE[n] = base
+            elif saved.get(n) is not None:
+                embedding._CACHE[n] = saved[n]
+            else:
+                embedding._CACHE.pop(n, None)
 
 
 def _row_ms(d: Delivery) -> float | None:
