@@ -83,6 +83,56 @@ def _hook_session_end(inp: FuzzInput, tmp: Path) -> str:
     return "accepted" if res else "skipped"
 
 
+def _hook_command(command: str) -> Callable[[FuzzInput, Path], str]:
+    """The hook command ``command`` as a host runs it, on the fuzzed bytes as its stdin:
+    :func:`tortoise_sim.hook_client.hook_outcome`, what the console entry (``memsim tortoise hook-*``,
+    ``memsim-hook``) and the typer commands print before they exit 0, with the service path answered by nobody
+    (``--socket`` names no socket) and no store at ``--db`` (a fresh install).
+
+    Whatever the bytes: it returns (never raises) the stdout the spec gives for no memory (nothing, or for
+    ``hook-session-start`` the no-memory line) and at most one note, printed as one stderr line (its line breaks
+    become spaces) that starts ``memsim hook: <command>``, never in the unexpected-failure form (``<command>
+    failed: <exception>``); no store is created, a read hook writes nothing, a session end that spools nothing adds
+    its one ledger row (``session_end_*``), and one that prints no line has spooled the session, its files
+    complete. Outcome: ``accepted`` (no line: the host's hook JSON), ``rejected`` (the one line naming the
+    problem)."""
+
+    def run(inp: FuzzInput, tmp: Path) -> str:
+        from tortoise_sim.hook_client import hook_outcome
+        from tortoise_sim.spool import Spool
+        from tortoise_sim.transcripts import NO_MEMORY_LINE
+
+        data = inp.data if inp.data is not None else b""
+        db, root = tmp / "db" / "t.kuzu", tmp / "spool"
+        args = [command, "--db", str(db), "--socket", str(tmp / "none.sock")]
+        if command != "hook-volunteer":
+            args += ["--spool-dir", str(root)]
+        if command == "hook-session-end":
+            args += ["--filing", "spool"]
+        out, note = hook_outcome(args, data)
+        want = NO_MEMORY_LINE + "\n" if command == "hook-session-start" else ""
+        if out != want:
+            raise Crash(f"stdout {out[:200]!r}, expected {want!r}")
+        if note is not None and not " ".join(note.splitlines()).startswith(f"memsim hook: {command}"):
+            raise Crash(f"the stderr line does not name the hook: {note[:200]!r}")  # printed as one line
+        if note is not None and note.startswith(f"memsim hook: {command} failed: "):
+            raise Crash(f"uncaught in the hook: {note[:200]!r}")
+        if db.exists():
+            raise PartialWrite("a hook created the store")
+        if command == "hook-session-end":
+            check_spool(root)
+            rows = Spool(root).ledger_rows() if root.exists() else []
+            if note is not None and [str(r.get("reason", ""))[:12] for r in rows] != ["session_end_"]:
+                raise Crash(f"a session end that spooled nothing left ledger rows {rows!r:.300}")
+            if note is None and not any((root / "entries").glob("*.meta.json")):
+                raise Crash("a session end without a stderr line spooled nothing")
+        elif list(tmp.iterdir()):
+            raise PartialWrite(f"a read hook wrote {sorted(p.name for p in tmp.iterdir())}")
+        return "accepted" if note is None else "rejected"
+
+    return run
+
+
 def check_spool(root: Path) -> None:
     """No partial write in the spool: every meta file still parses (or is the fuzzer's own input, left in place
     after a documented stop), and no temporary file is left behind. (Meta and turn log are not compared: each
@@ -260,6 +310,10 @@ def _tortoise_cli_input(kind: str) -> Callable[[FuzzInput, Path], str]:
 _HOOK_SEED = json.dumps({"session_id": "s1", "prompt": "What did we decide about Kuzu?",
                          "turns": [{"role": "user", "content": "decision: use Kuzu"},
                                    {"role": "assistant", "content": "ok"}]}).encode()
+_HOOK_CLIENT_KEYS = ("session_id", "prompt", "userPrompt", "turns", "transcript_path", "role", "content",
+                     "hook_event_name")
+_HOOK_CLIENT_WORDS = ("What did we decide about Kuzu?", "UserPromptSubmit", "SessionStart", "SessionEnd", "s1",
+                      "thanks", "decision: use Kuzu")
 # The meta as ``Spool`` writes it (its real keys, so generated inputs mutate what a flush reads).
 _SPOOL_META_SEED = json.dumps({"version": 1, "session_id": "s1", "harness": "claude", "source": "hook",
                                "machine_id": "m1", "created_at": "2026-01-01T00:00:00Z",
@@ -344,6 +398,12 @@ def targets() -> list[Target]:
         Target("tortoise-hook-session-end", "tortoise_sim.service.session_end_apply (the session-end hook)",
                _hook_session_end, _HOOK_SEED, ("session_id", "turns", "transcript_path", "role", "content"), False,
                "exit 0 and nothing printed; spool files complete"),
+        *(Target(f"tortoise-hook-client-{cmd[5:]}", f"tortoise_sim.hook_client.hook_outcome (memsim tortoise {cmd}: "
+                 "console entry, memsim-hook and typer)", _hook_command(cmd), _HOOK_SEED, _HOOK_CLIENT_KEYS, False,
+                 f"stdout {'the no-memory line' if cmd == 'hook-session-start' else 'empty'} (no store), at most one "
+                 "stderr line naming the hook, exit 0: none = accepted, the line naming the problem with the stdin "
+                 "(or the session end's ledger row) = rejected", words=_HOOK_CLIENT_WORDS)
+          for cmd in ("hook-volunteer", "hook-session-start", "hook-session-end")),
         Target("tortoise-spool-meta", "tortoise_sim.spool.Spool.flush_spool (meta file)", _spool_files("meta"),
                _SPOOL_META_SEED, ("session_id", "turns_count", "lane", "attempts", "next_attempt_at_ms", "filed_key",
                                  "capture_key", "version"), False,
