@@ -7,7 +7,8 @@ on every prompt. It imports only the standard library; the in-process fallback i
 Entry points: ``memsim tortoise hook-volunteer | hook-session-start | hook-session-end [options]`` (``memsim``'s
 console entry, :func:`harness.cli.entry.main`, dispatches these here before importing typer), ``memsim-hook ...`` and
 ``python -m tortoise_sim.hook_client ...``. Every hook exits 0 with empty stdout on any error, usage errors
-(unknown options, missing values) included; a usage error prints one line on stderr. ``memsim-hook --help`` prints
+(unknown options, missing values) included; a usage error prints one line on stderr. A stdin the host would never
+send is named in that one line too (:mod:`tortoise_sim.hook_stdin`). ``memsim-hook --help`` prints
 the usage (:data:`USAGE`) and exits 0.
 
 A service that accepts but does not answer, answers slowly or answers garbage cannot stall a prompt: the prompt
@@ -61,7 +62,8 @@ USAGE = """\
 usage: memsim-hook COMMAND [options] < HOOK_JSON
 
 Tortoise hooks for an agent harness (Claude Code, Codex, Cline). Each reads the harness's hook JSON on stdin and
-always exits 0; on any error it prints nothing on stdout (a note on stderr).
+always exits 0; on any error it prints nothing on stdout (a note on stderr). A stdin that is not the hook JSON
+(not JSON, no string prompt) is named in that one stderr line too.
 
 commands:
   hook-volunteer      per-prompt hook (UserPromptSubmit): prints one line with the pointer block in the
@@ -416,10 +418,9 @@ def drain_budget() -> float:
 
 
 def _hook_session_id(data: bytes) -> str | None:
-    try:
-        hook = json.loads(data.decode("utf-8", "replace"))
-    except ValueError:
-        return None
+    from tortoise_sim.hook_stdin import hook_json
+
+    hook = hook_json(data)
     sid = hook.get("session_id") if isinstance(hook, dict) else None
     return sid if isinstance(sid, str) and sid else None
 
@@ -526,12 +527,10 @@ def session_end_turns(data: bytes, harness: str, reader: str | None, root: str,
     read, no turns) writes a ledger row (:func:`_end_discard`: reasons ``session_end_bad_hook_json``,
     ``session_end_no_session_id``, ``session_end_transcript_missing``, ``session_end_transcript_unreadable``,
     ``session_end_no_turns``) and raises :class:`HookFailure`."""
+    from tortoise_sim.hook_stdin import hook_json
     from tortoise_sim.transcripts import TranscriptError, reader_for, transcript_turns
 
-    try:
-        hook = json.loads(data.decode("utf-8", "replace"))
-    except ValueError:
-        hook = None
+    hook = hook_json(data)
     if not isinstance(hook, dict):
         _end_discard(root, record, "", "session_end_bad_hook_json", "stdin is not a JSON object")
         raise HookFailure("hook-session-end: stdin is not a JSON object; nothing spooled")
@@ -626,10 +625,9 @@ def resolve_transcript_path(data: bytes) -> bytes:
     """A session-end hook JSON whose ``transcript_path`` is relative, with that path made absolute against this
     process's working directory (the harness's), so a service running elsewhere reads the same file. Anything
     else is returned unchanged."""
-    try:
-        hook = json.loads(data.decode("utf-8", "replace"))
-    except ValueError:
-        return data
+    from tortoise_sim.hook_stdin import hook_json
+
+    hook = hook_json(data)
     path = hook.get("transcript_path") if isinstance(hook, dict) else None
     if not isinstance(path, str) or not path or os.path.isabs(path):
         return data
@@ -694,12 +692,14 @@ def hook_outcome(args: Sequence[str], stdin: bytes | None = None) -> tuple[str, 
     prints them (and the typer commands of ``harness.cli.tortoise``, which delegate here): never raises; a usage
     error, a :class:`HookFailure`, a service failure or any exception is empty stdout and one line; a failure the
     in-process path swallowed is the run's stdout and its line. Swallowed failures of an earlier run in this
-    process are forgotten first."""
+    process are forgotten first. With nothing else to say, the line names what is wrong with the stdin, if anything
+    (:func:`tortoise_sim.hook_stdin.stdin_problem`: a stdin that is not the host's hook JSON or has no prompt)."""
     _FAILURES.clear()
     what = args[0] if args else "hook"
     try:
         if not args:
             raise HookUsageError(f"usage: memsim-hook {{{'|'.join(HOOK_COMMANDS)}}} [options] (see --help)")
+        stdin = _read_stdin() if stdin is None else stdin
         out = run_hook(args[0], args[1:], stdin)
     except HookUsageError as exc:
         return "", f"memsim hook: {exc} (ignored; printing nothing)"
@@ -709,7 +709,10 @@ def hook_outcome(args: Sequence[str], stdin: bytes | None = None) -> tuple[str, 
         return "", f"memsim hook: {what} failed: {type(exc).__name__}: {exc}"
     if _FAILURES:  # a failure the in-process path swallowed (stdout as the spec says: usually empty)
         return out, f"memsim hook: {what}: {_FAILURES[0]}"
-    return out, None
+    from tortoise_sim.hook_stdin import stdin_problem
+
+    problem = stdin_problem(what, stdin)  # a stdin the host would never send: named, stdout as the spec says
+    return out, None if problem is None else f"memsim hook: {what}: {problem}"
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

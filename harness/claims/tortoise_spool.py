@@ -102,6 +102,16 @@ def _store_turns(sim: Any, sid: str) -> int:
                            "RETURN count(p) AS n", {"sid": sid})[0]["n"]
 
 
+def _flush(sp: Any, post: Any, now_ms: int) -> tuple[dict[str, int], str | None]:
+    """``(counts, None)`` of one ``flush_spool``, or ``({}, "<exception>")`` when the flush itself raised: spec
+    §10.1 items 15 and 17 say it never does (one entry's failure is that entry's), so a claim about the flush
+    records the raise as a failed check (refuted) rather than ending in ``error``."""
+    try:
+        return sp.flush_spool(post, now_ms), None
+    except Exception as exc:  # noqa: BLE001 - the raise is the observation
+        return {}, f"{type(exc).__name__}: {exc}"
+
+
 def _entry_files(root: Any) -> list[str]:
     entries = root / "entries"
     return sorted(p.name for p in entries.iterdir()) if entries.exists() else []
@@ -113,7 +123,9 @@ def _entry_files(root: Any) -> list[str]:
 def tor_51(ctx: ClaimContext) -> Observation:
     """Spec §10.1 items 15 and 16 (the example of item 15): entry A, older, has a meta whose ``attempts`` is
     ``"x"`` and whose retry time is ``"soon"``; entry B, newer, is valid. The receiver is down (503) at the first
-    flush and up (the local capture) at the second, 31 s later."""
+    flush and up (the local capture) at the second, 31 s later. A flush that raises (the guard missing: entry A's
+    ``int("x")`` escapes) is the defect the claim is about: check ``flush_never_raised`` fails and
+    ``measured["flush_raised"]`` holds the exceptions."""
     from tortoise_sim.spool import entry_key, local_capture_post
 
     root = ctx.tmp_path / "spool"
@@ -134,27 +146,30 @@ def tor_51(ctx: ClaimContext) -> Observation:
             return 503
 
         now = 1_000_000
-        c1 = sp.flush_spool(down, now)
+        c1, raised1 = _flush(sp, down, now)
         a_unchanged = meta_a.read_bytes() == before
         meta_b = sp.read_meta("b")
         rows = sp.ledger_rows()
-        c2 = sp.flush_spool(local_capture_post(sim.capture_session), now + 31_000)
+        c2, raised2 = _flush(sp, local_capture_post(sim.capture_session), now + 31_000)
         lanes = {sid: (sp.read_meta(sid) or {}).get("lane") for sid in ("a", "b")}
         stored = {sid: _store_turns(sim, sid) for sid in ("a", "b")}
     finally:
         sim.close()
-    first = {k: c1[k] for k in ("posted", "failed", "transient", "filed")}
+    first = {k: c1.get(k) for k in ("posted", "failed", "transient", "filed")}
+    raised = [r for r in (raised1, raised2) if r is not None]
     return Observation.from_checks({
+        "flush_never_raised": not raised,
         "corrupt_entry_first_in_line": order == ["a", "b"],
         "counts_posted_2_failed_1_transient_1": first == {"posted": 2, "failed": 1, "transient": 1, "filed": 0},
         "ledger_entry_failed_with_repr": [(r["session_id"], r["reason"]) for r in rows] == [("a", "entry_failed")]
         and rows[0]["detail"].startswith("unexpected failure while filing: ValueError("),
         "corrupt_meta_left_unchanged": a_unchanged,
         "later_entry_backed_off": meta_b["attempts"] == 1 and meta_b["next_attempt_at_ms"] == now + 30_000,
-        "both_filed_next_flush": c2["filed"] == 2 and lanes == {"a": "filed", "b": "filed"},
+        "both_filed_next_flush": c2.get("filed") == 2 and lanes == {"a": "filed", "b": "filed"},
         "store_holds_both_sessions": stored == {"a": 2, "b": 2},
-    }, measured={"first_flush": c1, "second_flush": c2, "post_order": order, "store_turns": stored},
-        evidence=json.dumps(rows)[:600])
+    }, measured={"first_flush": c1, "second_flush": c2, "post_order": order, "store_turns": stored,
+                 "flush_raised": raised},
+        evidence="\n".join([*(f"flush raised {r}" for r in raised), json.dumps(rows)])[:600])
 
 
 @claim("TOR-52", design=D, record="MEM-OBJ-capture-spool", kind="consequence",
@@ -184,27 +199,28 @@ def tor_52(ctx: ClaimContext) -> Observation:
             log.write_bytes(intact + appended[:appended.index("é".encode()) + 1])  # killed inside the é
             sp.spool_write("later", TURNS, "claude", "hook", "m1")
             complete_lines = log.read_bytes().count(b"\n")
-            counts = sp.flush_spool(local_capture_post(sim.capture_session), 1_000)
+            counts, raised = _flush(sp, local_capture_post(sim.capture_session), 1_000)
             rows = [(r["session_id"], r["reason"], r["detail"].replace(str(root), "<spool>"))
                     for r in sp.ledger_rows()]
-            res = {"complete_lines_on_disk": complete_lines, "counts": counts, "ledger": rows,
+            res = {"complete_lines_on_disk": complete_lines, "counts": counts, "flush_raised": raised, "ledger": rows,
                    "torn_files_left": [n for n in _entry_files(root) if n.startswith(entry_key("torn"))],
                    "stored": {sid: _store_turns(sim, sid) for sid in ("torn", "later")}}
             if mode == "keep":  # the session's next end rewrites the torn log; the next flush files it whole
                 sp.spool_write("torn", four, "claude", "hook", "m1")
-                res["refiled"] = sp.flush_spool(local_capture_post(sim.capture_session), 10**13)["filed"]
+                res["refiled"] = _flush(sp, local_capture_post(sim.capture_session), 10**13)[0].get("filed")
                 res["stored_after_rewrite"] = _store_turns(sim, "torn")
             out[mode] = res
         finally:
             sim.close()
     f, k = out["discard"], out["keep"]
     return Observation.from_checks({
+        "flush_never_raised": f["flush_raised"] is None and k["flush_raised"] is None,
         "three_complete_turns_on_disk": f["complete_lines_on_disk"] == 3,
         "faithful_discards_transcript_empty": [r[:2] for r in f["ledger"]] == [("torn", "transcript_empty")]
-        and f["counts"]["discarded"] == 1,
+        and f["counts"].get("discarded") == 1,
         "faithful_deletes_both_files": f["torn_files_left"] == [],
         "faithful_store_has_none_of_it": f["stored"] == {"torn": 0, "later": 2},
-        "keep_keeps_both_files": len(k["torn_files_left"]) == 2 and k["counts"]["failed"] == 1,
+        "keep_keeps_both_files": len(k["torn_files_left"]) == 2 and k["counts"].get("failed") == 1,
         "keep_ledger_names_the_file": [r[:2] for r in k["ledger"]] == [("torn", "transcript_unreadable")]
         and entry_key("torn") in k["ledger"][0][2] and "UTF-8" in k["ledger"][0][2],
         "keep_later_entry_filed": k["stored"] == {"torn": 0, "later": 2},

@@ -114,6 +114,25 @@ def filed_copies(db: Path, sid: str) -> int:
         sim.close()
 
 
+@contextlib.contextmanager
+def running_service(db: Path, sock: str) -> Iterator[object]:
+    """A resident ``TortoiseService`` (hashing embedder) on ``db`` answering on ``sock`` in a thread of this
+    process, shut down on the way out."""
+    import threading
+
+    from tortoise_sim.service import TortoiseService
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    svc = TortoiseService(db, sock, embedder="hashing")
+    svc.start()
+    th = threading.Thread(target=svc.serve_forever, daemon=True)
+    th.start()
+    try:
+        yield svc
+    finally:
+        svc.request_shutdown()
+        th.join(30)
+
 
 def never_answers(c: socket.socket) -> None:
     with contextlib.suppress(OSError):

@@ -5,12 +5,18 @@ nothing records why in the spool's ``discarded.jsonl`` (on by default; ``--no-di
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 from typer.testing import CliRunner
 
-from tests.tortoise_sim.sessionkit import claude_transcript, end_hook_json, hook, short_tmp, start_hook_json
+from tests.tortoise_sim.sessionkit import (
+    claude_transcript,
+    end_hook_json,
+    hook,
+    running_service,
+    short_tmp,
+    start_hook_json,
+)
 
 
 @pytest.fixture
@@ -114,15 +120,8 @@ def test_spool_flush_and_serve_status_report_the_ledger(work, monkeypatch):
 
 def test_the_service_reports_a_swallowed_session_start_failure(work):
     """Through the service the digest's failure comes back as ``error`` and the client prints it as its line."""
-    from tortoise_sim.service import TortoiseService
-
     db, sock = work / "db" / "t.kuzu", str(work / "s.sock")
-    db.parent.mkdir()
-    svc = TortoiseService(db, sock, embedder="hashing")
-    svc.start()
-    th = threading.Thread(target=svc.serve_forever, daemon=True)
-    th.start()
-    try:
+    with running_service(db, sock):
         import tortoise_sim.digest as digest
 
         real = digest.render_digest
@@ -135,22 +134,13 @@ def test_the_service_reports_a_swallowed_session_start_failure(work):
         finally:
             digest.render_digest = hooks.render_digest = real
         assert "session-start digest failed: TypeError: broken row" in line
-    finally:
-        svc.request_shutdown()
-        th.join(30)
 
 
 def test_the_service_reports_a_swallowed_volunteer_failure(work, monkeypatch):
     from tortoise_sim import volunteer
-    from tortoise_sim.service import TortoiseService
 
     db, sock = work / "db" / "t.kuzu", str(work / "s.sock")
-    db.parent.mkdir()
-    svc = TortoiseService(db, sock, embedder="hashing")
-    svc.start()
-    th = threading.Thread(target=svc.serve_forever, daemon=True)
-    th.start()
-    try:
+    with running_service(db, sock):
         def broken(store, window, **kw):
             raise RuntimeError("search index gone")
 
@@ -158,6 +148,3 @@ def test_the_service_reports_a_swallowed_volunteer_failure(work, monkeypatch):
         prompt = json.dumps({"prompt": "What did we decide about the cache?"})
         line = _one_line(hook(["hook-volunteer", "--harness", "claude", "--db", str(db), "--socket", sock], prompt))
         assert "volunteer pipeline failed: RuntimeError: search index gone" in line
-    finally:
-        svc.request_shutdown()
-        th.join(30)

@@ -89,7 +89,8 @@ def test_fuzz_report_of_a_run_killed_part_way_names_the_missing_targets(tmp_path
 
 
 def test_spool_meta_with_an_infinite_count_is_an_outcome_and_a_torn_meta_is_a_partial_write(tmp_path):
-    from harness.reliability.fuzz import PartialWrite, _check_spool
+    from harness.reliability.fuzz import PartialWrite
+    from harness.reliability.fuzz_tortoise import check_spool
     from tortoise_sim.spool import Spool, entry_key
 
     meta = targets()["tortoise-spool-meta"]
@@ -98,11 +99,11 @@ def test_spool_meta_with_an_infinite_count_is_an_outcome_and_a_torn_meta_is_a_pa
     assert run_one(meta, FuzzInput("inserted", data))[0] in ("accepted", "skipped", "rejected")
     root = tmp_path / "spool"
     Spool(root).spool_write("s1", [{"role": "user", "content": "decision: keep"}], "claude", "hook", "m1")
-    _check_spool(root)
+    check_spool(root)
     path = root / "entries" / f"{entry_key('s1')}.meta.json"
     path.write_bytes(path.read_bytes()[:20])  # torn by the spool's own writer, not the fuzzer's input
     with pytest.raises(PartialWrite, match="does not parse"):
-        _check_spool(root)
+        check_spool(root)
 
 
 def test_spool_turns_outcomes_follow_the_guarded_flush():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.reliability.fuzz import _cli_rejected, plain_text
+from harness.reliability.fuzz_core import cli_rejected, plain_text
 
 pty = pytest.importorskip("pty")
 
@@ -77,4 +77,4 @@ def test_fuzz_in_a_terminal_counts_coloured_error_lines_as_rejections(tmp_path):
 ])
 def test_cli_rejections_are_judged_on_what_the_terminal_shows(tmp_path, stderr):
     path = tmp_path / "s [x].json"
-    assert _cli_rejected(1, stderr.format(p=path), path) == "rejected"
+    assert cli_rejected(1, stderr.format(p=path), path) == "rejected"
