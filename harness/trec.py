@@ -70,7 +70,7 @@ def level_rankings(ranking: Sequence[Any], session_of: Mapping[str, int]) -> dic
     """A delivered ranking at both levels: ``turn`` (ids that name no turn of ``session_of`` are placeholders)
     and ``session`` (``S<index>`` of each ranked turn's session, first occurrence)."""
     turns = [t if t is not None and t in session_of else None for t in flatten(ranking)]
-    sessions = [f"S{session_of[t]}" for t in dict.fromkeys(t for t in turns if t is not None)]
+    sessions = list(dict.fromkeys(f"S{session_of[t]}" for t in turns if t is not None))
     return {"turn": slots(turns), "session": sessions}
 
 
