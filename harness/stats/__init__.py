@@ -31,11 +31,18 @@ from harness.stats.paired import (
     permutations_for,
     sign_flip_pvalues,
 )
-from harness.stats.unpaired import TestResult, hodges_lehmann, median_interval, one_sample, two_sample
+from harness.stats.unpaired import (
+    TestResult,
+    hodges_lehmann,
+    median_interval,
+    one_sample,
+    two_sample,
+    within_level,
+)
 
 __all__ = [
     "ALPHA", "CONFIDENCE", "RESAMPLES", "Interval", "PairResult", "Resampler", "TestResult", "bootstrap_intervals",
     "clopper_pearson", "cluster_differences", "compare", "detectable_difference", "format_interval",
     "hodges_lehmann", "holm", "median_interval", "one_sample", "permutations_for", "proportion_interval",
-    "row_intervals", "sign_flip_pvalues", "two_sample", "wilson",
+    "row_intervals", "sign_flip_pvalues", "two_sample", "wilson", "within_level",
 ]

@@ -13,6 +13,7 @@ latency cells measured in separate sessions.
   distribution (order statistics of the pairwise differences; valid for any sample sizes, 10 and 10 included,
   for continuous latencies that differ by a shift; its coverage is at least the nominal one).
 - :func:`median_interval`: a distribution-free interval for one cell's median (binomial order statistics).
+- :func:`within_level`: a level such as "served overhead p50 <= 300 ms" passes only when the upper bound does.
 """
 
 from __future__ import annotations
@@ -110,8 +111,13 @@ def one_sample(x: Sequence[float] | np.ndarray, threshold: float, kind: Literal[
     labels = None if strata is None else np.asarray(strata)[keep]
     rs = Resampler(len(v), labels, resamples=resamples, seed=seed)
     (iv,) = row_intervals(v[None], "mean", rs, confidence=confidence)
-    if iv.method in ("constant", "clopper-pearson"):
-        return TestResult(iv, 1.0 if iv.estimate == threshold else 0.0, "constant values", threshold)
+    if iv.method == "clopper-pearson":  # every value 0, or every value 1: the exact binomial test applies
+        from scipy.stats import binomtest
+
+        k = int(round(float(iv.estimate or 0.0) * len(v)))
+        return TestResult(iv, float(binomtest(k, len(v), threshold).pvalue), "exact binomial", threshold)
+    if iv.method == "constant":  # no spread at all: nothing to test with, so never significant
+        return TestResult(iv, 1.0, "constant values (no test)", threshold)
     boot = rs.means(v[None])
     z0, acc, _ = bca_parameters(boot, np.array([v.mean()]), v[None], np.ones((1, len(v)), dtype=bool))
     b = boot.shape[0]
@@ -162,6 +168,12 @@ def hodges_lehmann(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndar
     if k < 1:
         return Interval(est, None, None, len(a) + len(b), "hodges-lehmann", confidence)
     return Interval(est, float(d[k - 1]), float(d[len(d) - k]), len(a) + len(b), "hodges-lehmann", confidence)
+
+
+def within_level(interval: Interval, limit: float) -> bool | None:
+    """A level "value <= limit" passes only when the interval's upper bound is within it (None: no bound, no
+    verdict). Used for latency levels, where the point estimate alone would pass on luck."""
+    return None if interval.hi is None else interval.hi <= limit
 
 
 def median_interval(x: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> Interval:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sst
 
-from harness.stats import hodges_lehmann, median_interval, one_sample, two_sample
+from harness.stats import Interval, hodges_lehmann, median_interval, one_sample, two_sample, within_level
 from harness.stats.unpaired import _mw_rank, mann_whitney_null
 
 
@@ -79,3 +79,16 @@ def test_one_sample_mean_p_agrees_with_its_interval():
     iv = res[0.3].estimate
     for t, r in res.items():
         assert (r.p < 0.05) == (not iv.contains(t)), (t, r.p, iv)
+
+
+def test_one_sample_on_constant_values():
+    ones = one_sample(np.ones(30), 0.8, "mean")
+    assert ones.test == "exact binomial" and ones.p == pytest.approx(sst.binomtest(30, 30, 0.8).pvalue)
+    flat = one_sample(np.full(30, 0.4), 0.8, "mean")
+    assert flat.p == 1.0 and flat.estimate.method == "constant"
+
+
+def test_a_level_passes_only_on_the_upper_bound():
+    iv = Interval(250.0, 180.0, 320.0, 20, "hodges-lehmann")
+    assert within_level(iv, 300.0) is False and within_level(iv, 320.0) is True
+    assert within_level(Interval(250.0, None, None, 4, "hodges-lehmann"), 300.0) is None
