@@ -178,3 +178,19 @@ def test_infer_kinds_and_override(tmp_path):
     assert infer_kinds(table) == {"hit": "binary", "recall": "mean"}
     run = read_probes(write_probes(tmp_path / "k.probes.parquet", table, data="d", kinds={"hit": "mean"}))
     assert run.kinds == {"hit": "mean", "recall": "mean"}
+
+
+def test_the_table_is_one_of_the_runs_own_names(tmp_path):
+    """Written into a run's staging folder beside <name>.json, it is published with the run and replaced by the
+    next run of that name (never by another name's run)."""
+    from harness.runs import owned_run
+
+    for value in (1.0, 0.0):
+        with owned_run(tmp_path, ["locomo"]) as stage:
+            write_probes(probes_path(stage / "locomo.json"), probe_table([_ids(evidence_recall=value)]), data="d")
+            (stage / "locomo.json").write_text("{}")
+    with owned_run(tmp_path, ["locomo-paper"]) as stage:
+        (stage / "locomo-paper.json").write_text("{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["locomo-paper.json", "locomo.json", "locomo.probes.parquet"]
+    assert aggregate(read_probes(tmp_path / "locomo.probes.parquet").table)["bm25@4"]["metrics"][
+        "evidence_recall"]["mean"] == 0.0
