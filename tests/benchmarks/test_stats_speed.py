@@ -1,0 +1,20 @@
+"""benchmarks.stats_speed: it times the headline intervals and pairs of a 584 x 21 table and prints the time (no
+level is asserted: timings of a shared machine vary)."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks import stats_speed
+
+
+def test_speed_benchmark_writes_and_prints(tmp_path, capsys):
+    stats_speed.main(["--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert out.startswith("intervals ") and " s, pairs " in out and "wrote " in out
+    r = json.loads((tmp_path / "stats-speed.json").read_text())["result"]
+    assert (r["rows"], r["probes"], r["clusters"]) == (21, 584, 4)
+    assert r["intervals"] == 21 * len(stats_speed.HEADLINE_METRICS)
+    assert r["family"] == len(stats_speed.headline_pairs()) * len(stats_speed.FAMILY_METRICS)
+    assert r["permutations"] + 1 >= 20 * r["family"] / 0.05
+    assert "paired comparisons" in (tmp_path / "stats-speed.md").read_text()
