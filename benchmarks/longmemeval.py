@@ -23,8 +23,10 @@ no evidence turn are left out of a recall average and counted. Tortoise's source
 a pair of rows (with and without it, ``EXPANSION_PAIR``): the difference in delivered recall and in tokens.
 
 Arms: every built-in arm that applies (``default_arms``); the recorded-extraction arm needs LoCoMo's recorded LM
-observations, which LongMemEval files do not have, so it is absent by default with that reason in ``arm_status``
-(named explicitly it runs and reports itself unavailable per question). AgentFly PM's retriever is trained ONCE
+observations, which LongMemEval files do not have, so it never runs here: by default and when named it is listed
+absent with that reason (``arm_status``, ``absent_arms``, a row of the table). An arm that produces no row at all
+(PM when it cannot be trained, an arm unavailable on every question) is listed the same way, with one plain
+reason (``absent_arms``). AgentFly PM's retriever is trained ONCE
 per run, in this process before any question runs, on the *training split*: the questions of the file (whatever
 ``--limit``/``--types`` select) whose ``int(sha1(question_id).hexdigest(), 16) % 5 == 0`` (``pm_training_split``;
 stable, about a fifth); the checkpoint goes to every question through ``ArmContext.pm_model``. A question of the
@@ -109,27 +111,24 @@ def pm_training_split(question_id: str) -> bool:
     return int(hashlib.sha1(question_id.encode("utf-8")).hexdigest(), 16) % PM_SPLIT_MOD == 0
 
 
-def generator_sidecar(path: Path) -> Path:
-    """Where a generated file's description lies: ``<file>.generator.json`` beside it."""
-    return path.with_name(path.name + ".generator.json")
+def data_description(path: Path, echo: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The data block every results JSON and page of both protocols shows, from the one function that names
+    LongMemEval data (``harness.workloads.longmemeval.data_label``): ``data: synthetic, <generator> seed <S>`` only
+    for a generated file whose sidecar matches its size and sha256, else the release line. A sidecar that does not
+    match is said in one ``warning:`` line through ``echo``."""
+    from harness.workloads.longmemeval import data_label
+
+    got = data_label(path)
+    if got["warning"] and echo:
+        echo(f"warning: {got['warning']}")
+    return {k: got[k] for k in ("file", "synthetic", "generator", "label")}
 
 
-def data_description(path: Path) -> dict[str, Any]:
-    """The data label every results JSON and page shows: for a generated file (a readable
-    ``<file>.generator.json`` beside it) ``data: synthetic, <generator> seed <S>`` with the description, else the
-    loader's one-line release description (``describe_data``)."""
-    side = generator_sidecar(path)
-    if side.is_file():
-        try:
-            desc = json.loads(side.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            desc = None
-        if isinstance(desc, dict) and desc.get("generator"):
-            return {"file": path.name, "synthetic": True, "generator": desc,
-                    "label": f"data: synthetic, {desc['generator']} seed {desc.get('seed')}"}
-    from harness.workloads.longmemeval import describe_data
-
-    return {"file": path.name, "synthetic": False, "generator": None, "label": f"data: {describe_data(path)}"}
+def no_question(path: Path, types: Sequence[str] | None) -> ValueError:
+    """The one-line error of a run whose selection holds no question (both protocols raise it before writing)."""
+    if types:
+        return ValueError(f"{path}: no question matches --types {','.join(types)}")
+    return ValueError(f"{path}: the file holds no question")
 
 
 def default_arms() -> list[str]:
@@ -510,6 +509,14 @@ def arm_status(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def absent_arms(agg: dict[str, Any]) -> dict[str, str]:
+    """Every arm of ``arm_status`` that produced no row at all, with one reason (the first its status gives);
+    read from the JSON, so a results file written before ``absent_arms`` existed renders the same."""
+    with_rows = {r["arm"] for r in agg["rows"].values()}
+    return {a: (st["reasons"][0]["message"] if st["reasons"] else "no row")
+            for a, st in agg["arm_status"].items() if a not in with_rows}
+
+
 def expansion(rows: dict[str, Any]) -> dict[str, Any] | None:
     """What Tortoise's source-session expansion adds: per group, delivered recall (turn, both roles and user
     only; session) and cl100k tokens with and without it, and the differences (with minus without)."""
@@ -552,8 +559,10 @@ def _f(v: Any, fmt: str = ".3f") -> str:
     return "n/a" if v is None else format(v, fmt)
 
 
-def rows_table(rows: dict[str, Any], order: list[str], group: Callable[[dict[str, Any]], dict[str, Any] | None]
-               ) -> str:
+def rows_table(rows: dict[str, Any], order: list[str], group: Callable[[dict[str, Any]], dict[str, Any] | None],
+               absent: dict[str, str] | None = None) -> str:
+    """One line per row of ``order`` (its ``group`` of records), then one per arm of ``absent`` (no row at all):
+    ``absent`` and the reason in place of its numbers."""
     head = ["row", "arm", "questions", "recall (turns, both roles)", "user-only (official view)",
             "sessions", "sessions user-only", "stored", "stored user-only", "all evidence", "tokens (cl100k)"]
     table = []
@@ -564,6 +573,8 @@ def rows_table(rows: dict[str, Any], order: list[str], group: Callable[[dict[str
         table.append([r, rows[r]["arm"], g["n_probes"], g["evidence_recall"], g["delivered_turn_user"],
                       g["delivered_session"], g["delivered_session_user"], g["stored_recall"], g["stored_turn_user"],
                       g["all_evidence_rate"], _f(g["tokens_cl100k_mean"], ".0f")])
+    for arm, reason in (absent or {}).items():
+        table.append([arm, arm, 0, f"absent: {reason}"] + ["-"] * (len(head) - 4))
     return md_table(head, table)
 
 
@@ -606,7 +617,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
            "retrieval corpus has user turns only); *sessions*: share of evidence sessions the text carries a turn "
            "of; *stored*: the same against what the arm keeps. Questions without evidence turns are left out of "
            "the recall averages. Tokens: tiktoken cl100k_base of the delivered text.", "",
-           "## Every row", "", rows_table(rows, order, lambda r: r["overall"]), "",
+           "## Every row", "", rows_table(rows, order, lambda r: r["overall"], absent_arms(agg)), "",
            "## Delivered recall per question type", "", type_table(rows, order), "",
            "## Abstention questions and the rest", ""]
     for k in ("answerable", "abstention"):
@@ -645,12 +656,16 @@ def render_markdown(payload: dict[str, Any]) -> str:
 
 
 def pm_line(pm: dict[str, Any]) -> str:
+    """What the page says of PM's one training: not selected, not trained (the reason; no row), or trained."""
     if not pm.get("selected"):
         return "PM was not selected."
+    if pm.get("unavailable"):
+        return (f"Not trained: {pm['unavailable']}. PM's rows are absent from every question "
+                f"({pm['n_training']} question(s) of this file are in the split `{pm['split']}`).")
     return (f"Trained once on {pm['n_training']} question(s) of the split `{pm['split']}`"
             f"{' (quick: the first ' + str(pm['cap']) + ')' if pm.get('cap') else ''}; its rows are absent for "
             f"{pm['absent_questions']} evaluated question(s) of that split, so it is never scored on a question "
-            f"it was trained on." + (f" Not trained: {pm['unavailable']}." if pm.get("unavailable") else ""))
+            f"it was trained on.")
 
 
 def qa_table(qa: dict[str, Any]) -> str:
@@ -684,11 +699,10 @@ def docs_page(payload: dict[str, Any]) -> str:
     rows = payload["aggregate"]["rows"]
     order = _order(rows)
     out = ["# LongMemEval through the designs", "", payload["data"]["label"], "",
-           "Rendered from `benchmarks/results/longmemeval.json` (`memsim bench longmemeval`); delivered texts are "
-           "in the run folder's `longmemeval/delivered.jsonl`. Recall counts evidence in user and assistant "
-           "turns; the user-only column is the official corpus's view.", "",
-           "## Every row", "", rows_table(rows, order, lambda r: r["overall"]), "",
-           "## Delivered recall per question type", "", type_table(rows, order), ""]
+           "Delivered texts are in the run folder's `longmemeval/delivered.jsonl`. Recall counts evidence in user "
+           "and assistant turns; the user-only column is the official corpus's view.", "",
+           "## Every row", "", rows_table(rows, order, lambda r: r["overall"], absent_arms(payload["aggregate"])),
+           "", "## Delivered recall per question type", "", type_table(rows, order), ""]
     exp = payload["aggregate"].get("expansion")
     if exp:
         out += ["## Tortoise's source-session expansion", "", expansion_table(exp), ""]
@@ -890,14 +904,18 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         raise ValueError(f"--limit must be at least 1, got {limit}")
     names = select_arms(arms, arm_classes, quick=quick, default=",".join(default_arms()))
     require_runnable(names)
-    src = resolve_longmemeval_path(data)
-    label = data_description(src)
-    lms = _check_lms(lm, lm_base, judge_lm, judge_lm_base, reader_prompt)
     arm_names = [n if isinstance(n, str) else n.name for n in names]
+    locomo_only = [a for a in arm_names if a in LOCOMO_ONLY]  # never run on LongMemEval: listed absent instead
+    names = [n for n in names if (n if isinstance(n, str) else n.name) not in LOCOMO_ONLY]
+    if not names:
+        raise ValueError(f"--arms {','.join(locomo_only)}: {LOCOMO_ONLY[locomo_only[0]]}; no other arm selected")
+    src = resolve_longmemeval_path(data)
+    label = data_description(src, echo)
+    lms = _check_lms(lm, lm_base, judge_lm, judge_lm_base, reader_prompt)
     need_pm = "pm" in arm_names
     n_questions, train = first_pass(src, limit, types, quick, need_pm)
     if n_questions == 0:
-        raise ValueError(f"{src}: no question matches" + (f" --types {','.join(types)}" if types else ""))
+        raise no_question(src, types)
     if quick and echo:
         echo(f"--quick: the first {n_questions} question(s), quick arm settings")
     work_root = Path(tempfile.mkdtemp(prefix="memsim-longmemeval-", dir=tmp_dir))
@@ -935,8 +953,9 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
                 results.append(got)
         if not pm_model and need_pm:
             for res in results:
-                res["arms"]["pm"] = {"status": "unavailable", "message": f"PM not trained: {pm['unavailable']}"}
-        pm["absent_questions"] = sum(1 for r in results if r["arms"].get("pm", {}).get("status") == "absent")
+                res["arms"]["pm"] = {"status": "absent", "message": f"not trained: {pm['unavailable']}"}
+        pm["absent_questions"] = sum(1 for r in results if pm_model and r["arms"].get("pm", {}).get("status")
+                                     == "absent")
         agg = aggregate(results)
         if not agg["rows"]:
             raise ValueError("no arm produced a row: " + "; ".join(
@@ -971,8 +990,8 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
 def _payload(src: Path, label: dict[str, Any], results: list[dict[str, Any]], agg: dict[str, Any],
              pm: dict[str, Any], caches: dict[int, dict[str, Any]], named: list[str], stats: Any,
              locals_cfg: dict[str, Any]) -> dict[str, Any]:
-    """The results JSON; ``named`` is the arms the user named (empty for the default selection, which leaves out
-    the LoCoMo-only arms and says so in ``arm_status``)."""
+    """The results JSON; ``named`` is the arms the user named (empty for the default selection). The LoCoMo-only
+    arms of the selection (every one by default) are said absent in ``arm_status`` and ``absent_arms``."""
     import dataclasses
 
     cache: dict[str, dict[str, int]] = {}
@@ -983,8 +1002,9 @@ def _payload(src: Path, label: dict[str, Any], results: list[dict[str, Any]], ag
                 acc[k] += st[k]
     skipped = {a: {"counts": {"absent": len(results)}, "reasons": [{"message": LOCOMO_ONLY[a],
                                                                    "questions": len(results), "first": []}]}
-               for a in LOCOMO_ONLY if not named}
+               for a in LOCOMO_ONLY if not named or a in named}
     agg["arm_status"].update(skipped)
+    agg["absent_arms"] = absent_arms(agg)
     first = next((r for r in results if r["examples"]), None)
     return {
         "name": NAME, "data": label, "config": {"data": src.name, **locals_cfg},

@@ -128,7 +128,7 @@ def _ray(questions: Iterable[Any], names: Sequence[str], encoder: Encoder, worke
 def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[str] = ("bm25", "minilm"),
         encoder: str | None = None, limit: int | None = None, types: Sequence[str] | None = None,
         quick: bool = False, workers: int = 1, executor: str = "local", address: str | None = None,
-        track: Callable[..., Any] | None = None, seed: int = 0, data_label: str | None = None,
+        track: Callable[..., Any] | None = None, seed: int = 0,
         echo: Callable[[str], None] | None = None, fault_hook: Callable[[str], None] | None = None,
         dense_cache: bool = False) -> list[Path]:
     """Evaluate the file's questions with the official protocol and write ``longmemeval-protocol.{json,md,png}``.
@@ -140,9 +140,8 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     code orders them by that noise: on generated data with many repeated short turns this moved an averaged metric
     by 0.014. The default encodes every corpus as the official code does (batches of 128 in corpus order).
 
-    ``data_label`` replaces the data line of the results (generated files pass the generator's label, e.g.
-    ``data: synthetic, benchmarks.worlds.longmemeval seed 3``); otherwise the generator's sidecar label for a generated file
-    (``benchmarks.longmemeval.data_description``), else ``describe_data(path)``.
+    The data line of the results is ``benchmarks.longmemeval.data_description`` (``data: synthetic, <generator>
+    seed <S>`` only for a generated file whose sidecar matches its size and sha256; else the release line).
     ``seed`` is recorded only (nothing here is random). Option errors are one-line ``ValueError`` raised before
     any work."""
     from harness.workloads.longmemeval import (
@@ -169,10 +168,10 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     stats = LoadStats()
     questions = iter_questions(path, stats=stats, limit=limit, types=list(types) if types else None)
     track, t0 = start_run(track)
-    from benchmarks.longmemeval import data_description
+    from benchmarks.longmemeval import data_description, no_question
 
-    described = data_description(path)  # a generated file's sidecar names its generator and seed
-    label = data_label or described["label"]
+    described = data_description(path, echo)  # a generated file's verified sidecar names its generator and seed
+    label = described["label"]
     release = release_of(path)
     total = RELEASE_QUESTIONS if release and not types else None  # a known release: 500 questions
     if total is None and not types and described.get("generator"):
@@ -192,6 +191,8 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     done: list[list[dict[str, Any]]] = []
     for rows in track(stream, description="LongMemEval questions", total=total):
         done.append(rows)
+    if stats.questions == 0:  # an empty selection writes nothing, as in the designs protocol
+        raise no_question(path, types)
     rows_all = _in_order(done)
     result_rows = R.aggregate(rows_all)
     wall = time.perf_counter() - t0
@@ -280,6 +281,39 @@ def _tables(payload: dict[str, Any]) -> list[str]:
     return out
 
 
+def no_gold_note(payload: dict[str, Any]) -> list[str]:
+    """A paragraph where a table shows recall_all@k above recall_any@k (impossible for a question with gold, so
+    it comes from questions without any): how many questions of each such ``paper`` row have no user evidence turn
+    (its n minus the ``strict`` row's n), which the user-turn corpus holds no gold for, so they score recall_all 1
+    and recall_any 0 at every k. Computed from the rows of the JSON; empty when no row shows it."""
+    rows = payload["rows"]
+    strict_n = {(r["retriever"], r["granularity"], r["scored_as"]): r["questions"] for r in rows
+                if r["averaging"] == "strict"}
+    shown = []
+    for r in rows:
+        above = [k for k in R.KS if (r["metrics"].get(f"recall_all@{k}") or 0.0)
+                 > (r["metrics"].get(f"recall_any@{k}") or 0.0) + 1e-12]
+        if above:
+            key = (r["retriever"], r["granularity"], r["scored_as"])
+            n_without = r["questions"] - strict_n[key] if r["averaging"] == "paper" and key in strict_n else None
+            shown.append((r, above, n_without))
+    if not shown:
+        return []
+    where = "; ".join(f"{r['retriever']} {r['granularity']}->{r['scored_as']} ({r['averaging']}) at k = "
+                      f"{', '.join(map(str, above))}" for r, above, _ in shown)
+    counts = sorted({(n, r["questions"]) for r, _, n in shown if n is not None})
+    if len(counts) == 1:
+        why = (f"{counts[0][0]} of the {counts[0][1]} questions those rows average have no user evidence turn (the "
+               "`strict` rows leave them out). ")
+    else:
+        why = ("Those rows average questions without a user evidence turn ("
+               + ", ".join(f"{n} of {q}" for n, q in counts) + "; the `strict` rows leave them out). "
+               if counts else "")
+    return [f"**recall_all above recall_any** in {len(shown)} row(s): {where}. {why}The official corpus holds "
+            "user turns only, so such a question has no gold, and the official code scores it recall_all 1 and "
+            "recall_any 0 at every k.", ""]
+
+
 def _published_table() -> str:
     cols = ("recall_all@5", "ndcg_any@5", "recall_all@10", "ndcg_any@10", "recall_any@5")
     return md_table(["published: source", "data", "retriever", "granularity", "scored as", "averaging", "n", *cols],
@@ -303,6 +337,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
            "`strict` also skips questions without a user evidence turn; n = questions averaged. A turn run scored "
            "as `session` is the official turn2session scoring.", ""]
     out += _tables(payload)
+    out += no_gold_note(payload)
     out += ["**Published numbers** (not measured here; the paper's are on LongMemEval M):", "", _published_table(), "",
             meta_block(payload["meta"])]
     return "\n".join(out)
@@ -377,5 +412,6 @@ def docs_page(payload: dict[str, Any]) -> str:
            md_table(["", "data", "retriever", "granularity", "scored as", "averaging", "n", *cols], beside), "",
            "## Every metric of this run", ""]
     out += _tables(payload)
+    out += no_gold_note(payload)
     out += ["## Published numbers", "", _published_table(), "", meta_block(payload["meta"])]
     return "\n".join(out) + "\n"

@@ -12,8 +12,8 @@ here), labelled ``data: synthetic, benchmarks.worlds.longmemeval seed <S>`` in t
   question); per question its wall seconds (steady: the first question, which loads the models, is left out when
   there are several) and per arm its ingest milliseconds, and the run's text-cache counts
   (distinct texts encoded, hits). The cost model is *linear in turns per question*: the two sizes fix an intercept
-  and a slope, the measured cost ratio is printed beside the turn ratio (equal ratios would mean no fixed cost per
-  question), and S (500 questions x ~48 sessions) and M (500 x ~500 sessions) are projected from it, one worker.
+  and a slope, the measured cost ratio is compared with the turn ratio (within ``RATIO_TOLERANCE``: cost about
+  proportional to turns; below it: a fixed cost per question), and S (500 questions x ~48 sessions) and M (500 x ~500 sessions) are projected from it, one worker.
 - **loader**: a generated M-shape file of ~2.5 GB (``--quick``: ~200 MB) is stream-written into a temp folder and
   read by :func:`harness.workloads.longmemeval.iter_questions` in a child process that reports its own peak RSS
   (``VmHWM`` of its address space: Linux keeps ``ru_maxrss`` across fork and exec, so a child of a large parent
@@ -111,8 +111,7 @@ def measure_protocol(tmp: Path, *, n_questions: int, seed: int, retrievers: Sequ
     desc = gen.write_file(data, n_questions, seed=seed, progress=_gen_progress("protocol data"))
     out = tmp / "protocol-out"
     t0 = time.perf_counter()
-    P.run(out, data=data, retrievers=list(retrievers), seed=seed, data_label=desc["label"], workers=workers,
-          dense_cache=dense_cache)
+    P.run(out, data=data, retrievers=list(retrievers), seed=seed, workers=workers, dense_cache=dense_cache)
     wall = time.perf_counter() - t0
     res = json.loads((out / "longmemeval-protocol.json").read_text(encoding="utf-8"))
     projected = wall * target / res["n_questions"]
@@ -122,7 +121,7 @@ def measure_protocol(tmp: Path, *, n_questions: int, seed: int, retrievers: Sequ
     summary = [{k: r[k] for k in ("retriever", "granularity", "scored_as", "averaging", "questions")}
                | {m: r["metrics"][m] for m in ("recall_any@5", "recall_all@5", "ndcg_any@10")}
                for r in res["rows"] if r["averaging"] == "paper"]
-    data.unlink(missing_ok=True)
+    gen.remove_file(data)
     return {"status": "ok", "questions": res["n_questions"], "retrievers": list(retrievers), "wall_s": wall,
             "workers": workers, "dense_cache": dense_cache,
             "protocol_wall_s": res.get("wall_s"), "target_questions": target,
@@ -202,7 +201,7 @@ def measure_designs(tmp: Path, *, n_questions: int, sessions: Sequence[int], see
             "cache_hits": sum(c.get("hits", 0) for c in caches.values()),
             "data": {k: desc[k] for k in ("seed", "questions", "sessions_per_question", "reuse", "turns", "label")},
         })
-        data.unlink(missing_ok=True)
+        gen.remove_file(data)
         _say(f"designs at {s} sessions/question: {cost['question_wall_s_mean']:.2f} s per question")
     a, b = points[0], points[-1]
     turns_per_session = b["turns_per_question"] / b["sessions_per_question_mean"]
@@ -260,8 +259,7 @@ def measure_loader(tmp: Path, *, target_bytes: int, seed: int, sessions: int | N
         got = _child([str(data)])
         children_max = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     finally:
-        data.unlink(missing_ok=True)
-        gen.sidecar_path(data).unlink(missing_ok=True)
+        gen.remove_file(data)
     # Linux keeps ru_maxrss across fork and exec, so a child spawned by this (large) process reports at least this
     # process's RSS at the fork; the child's VmHWM (its own address space) is the loader's peak. ru_maxrss is kept
     # beside it, and used only where /proc is missing.
@@ -279,6 +277,26 @@ def measure_loader(tmp: Path, *, target_bytes: int, seed: int, sessions: int | N
 
 
 # ------------------------------------------------------------------------------------------------------------ run
+def check_config(parts: Sequence[str], quick: bool, **given: Any) -> dict[str, Any]:
+    """The run's sizes (``QUICK`` or ``FULL``, overridden by ``given`` values that are not None), checked before
+    any work: a selection that selects nothing (no part, no question, no byte) is a one-line ``ValueError``, as
+    is a haystack below the generator's 8 sessions."""
+    if not parts:
+        raise ValueError(f"--parts selects nothing: choose from {', '.join(PARTS)}")
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        raise ValueError(f"unknown part(s) {', '.join(unknown)}: choose from {', '.join(PARTS)}")
+    cfg = dict(QUICK if quick else FULL)
+    cfg.update({k: v for k, v in given.items() if v is not None})
+    for k in ("protocol_questions", "design_questions", "loader_bytes"):
+        if cfg[k] < 1:
+            raise ValueError(f"--{k.replace('_', '-')} must be at least 1, got {cfg[k]}")
+    if len(cfg["design_sessions"]) != 2 or min(cfg["design_sessions"]) < 8:
+        raise ValueError(f"design_sessions takes two haystack sizes of at least 8 sessions per question, got "
+                         f"{list(cfg['design_sessions'])}")
+    return cfg
+
+
 def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
         parts: Sequence[str] = PARTS, protocol_questions: int | None = None, design_questions: int | None = None,
         design_sessions: Sequence[int] | None = None, loader_bytes: int | None = None,
@@ -289,16 +307,8 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
     from benchmarks.common import set_torch_threads
     from benchmarks.worlds import longmemeval as gen
 
-    unknown = [p for p in parts if p not in PARTS]
-    if unknown:
-        raise ValueError(f"unknown part(s) {', '.join(unknown)}: choose from {', '.join(PARTS)}")
-    cfg = dict(QUICK if quick else FULL)
-    for k, v in (("protocol_questions", protocol_questions), ("design_questions", design_questions),
-                 ("design_sessions", design_sessions), ("loader_bytes", loader_bytes)):
-        if v is not None:
-            cfg[k] = v
-    if len(cfg["design_sessions"]) != 2:
-        raise ValueError("design_sessions takes two haystack sizes (sessions per question)")
+    cfg = check_config(parts, quick, protocol_questions=protocol_questions, design_questions=design_questions,
+                       design_sessions=design_sessions, loader_bytes=loader_bytes)
     set_torch_threads(1)
     t_start = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="memsim-lme-scale-", dir=tmp_dir))
@@ -347,6 +357,30 @@ def write_outputs(out_dir: Path, payload: dict[str, Any], fault_hook: Callable[[
 
 
 # ------------------------------------------------------------------------------------------------------ rendering
+RATIO_TOLERANCE = 0.05
+"""Two ratios within 5% of each other (relative to the turn ratio) are called about equal on the page."""
+
+
+def ratio_sentence(d: dict[str, Any]) -> str:
+    """The measured wall ratio against the turn ratio of the two haystack sizes, compared with a stated tolerance
+    (:data:`RATIO_TOLERANCE`): about equal means the cost per question is close to proportional to its turns; a
+    wall ratio below the turn ratio means part of the cost is fixed per question (the fit's intercept is
+    positive), above it that the cost grows faster than the turns."""
+    turn, wall = d["turn_ratio"], d["wall_fit"]["measured_ratio"]
+    head = f"Turn ratio {turn:.2f}, measured wall ratio {wall:.2f}" if wall is not None else f"Turn ratio {turn:.2f}"
+    if wall is None:
+        return head + " (no wall ratio: the smaller size measured 0 s)."
+    gap = (wall - turn) / turn
+    if abs(gap) <= RATIO_TOLERANCE:
+        return (f"{head}: within {RATIO_TOLERANCE:.0%} of each other, so the cost per question is close to "
+                "proportional to its turns.")
+    if gap < 0:
+        return (f"{head}: the wall ratio is {-gap:.0%} below the turn ratio (more than {RATIO_TOLERANCE:.0%}), so "
+                f"part of the cost is fixed per question (intercept {d['wall_fit']['intercept']:.2f} s).")
+    return (f"{head}: the wall ratio is {gap:.0%} above the turn ratio (more than {RATIO_TOLERANCE:.0%}), so the "
+            "cost grows faster than the turns.")
+
+
 def _gib(b: float) -> str:
     return f"{b / 1024**3:.2f} GiB"
 
@@ -392,9 +426,8 @@ def render_markdown(payload: dict[str, Any]) -> str:
                                [[pt["sessions_per_question"], pt["questions"], pt["turns_per_question"],
                                  pt["question_wall_s"], pt["distinct_texts"], pt["cache_hits"]]
                                 for pt in d["points"]], ".2f"), "",
-                      f"Model: {d['model']}. Turn ratio {d['turn_ratio']:.2f}, measured wall ratio "
-                      f"{d['wall_fit']['measured_ratio']:.2f} (equal ratios: no fixed cost per question)"
-                      + (" — quick arm settings." if d["quick"] else "."), "",
+                      f"Model: {d['model']}. {ratio_sentence(d)}"
+                      + (" Quick arm settings." if d["quick"] else ""), "",
                       md_table(["arm", "ingest ms (small)", "ingest ms (large)", "measured ratio", "ms per turn",
                                 "projected ms/question S", "projected ms/question M"],
                                [[arm, d["points"][0]["arm_ingest_ms"][arm], d["points"][-1]["arm_ingest_ms"][arm],
@@ -471,6 +504,11 @@ def main(argv: list[str] | None = None) -> list[Path]:
     ap.add_argument("--loader-bytes", type=int, default=None)
     a = ap.parse_args(argv)
     parts = [p.strip() for p in a.parts.split(",") if p.strip()]
+    try:  # a selection of nothing is a usage error, before any work
+        check_config(parts, a.quick, protocol_questions=a.protocol_questions, design_questions=a.design_questions,
+                     loader_bytes=a.loader_bytes)
+    except ValueError as exc:
+        ap.error(str(exc))
     paths = run(a.out or default_out_dir(a.quick), quick=a.quick, seed=a.seed, parts=parts,
                 protocol_questions=a.protocol_questions, design_questions=a.design_questions,
                 loader_bytes=a.loader_bytes)
