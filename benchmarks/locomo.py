@@ -356,47 +356,53 @@ def _n(rows: dict[str, Any], c: int) -> int:
 
 
 def figure(payload: dict[str, Any]) -> Any:
+    """Evidence recall vs cl100k tokens per row (log x; labels placed apart), and evidence recall per LoCoMo
+    category (a measured zero is a stroke on the axis; a category without scored probes has no mark)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks.plotting import grouped_bars, place_labels, zero_legend_handle
+
     rows = payload["aggregate"]["rows"]
     order = [r for r in _order(rows) if rows[r]["headline"]["evidence_recall"] is not None]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [1, 1.3]})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6.5), gridspec_kw={"width_ratios": [1, 1.3]})
     arms = list(dict.fromkeys(rows[r]["arm"] for r in order))
     cmap = plt.get_cmap("tab20")
     colors = {a: cmap(i % 20) for i, a in enumerate(arms)}
-    for j, r in enumerate(order):
+    xs, ys = [], []
+    for r in order:
         h = rows[r]["headline"]
         kind = SPECS[rows[r]["arm"]].kind if rows[r]["arm"] in SPECS else "design"
-        x = max(1.0, h.get("tokens_cl100k_mean") or h["tokens_mean"] or 1.0)
-        ax1.scatter([x], [h["evidence_recall"]], color=colors[rows[r]["arm"]], marker="s" if kind == "design" else "o",
-                    s=55, edgecolors="black", linewidths=0.5)
-        ax1.annotate(r, (x, h["evidence_recall"]), fontsize=7, xytext=(5, 4 if j % 2 else -9),
-                     textcoords="offset points")
+        xs.append(max(1.0, h.get("tokens_cl100k_mean") or h["tokens_mean"] or 1.0))
+        ys.append(h["evidence_recall"])
+        ax1.scatter([xs[-1]], [ys[-1]], color=colors[rows[r]["arm"]], marker="s" if kind == "design" else "o",
+                    s=55, edgecolors="black", linewidths=0.5, zorder=3)
     ax1.set_xscale("log")
     ax1.set_xlabel("delivered tokens per probe (cl100k_base, log)")
     ax1.set_ylabel("evidence recall of delivered text (categories 1-4)")
-    ax1.set_ylim(-0.03, 1.05)
+    ax1.set_ylim(-0.05, 1.1)
     ax1.set_title("recall vs tokens (squares: designs, circles: baselines)")
     ax1.grid(alpha=0.3)
     cats = [c for c in (1, 2, 3, 4, 5) if any(str(c) in rows[r]["by_category"] for r in order)]
-    width = 0.8 / max(1, len(cats))
-    import numpy as np
-
-    xs = np.arange(len(order))
-    for i, c in enumerate(cats):
-        vals = [rows[r]["by_category"].get(str(c), {}).get("evidence_recall") or 0.0 for r in order]
-        ax2.bar(xs + (i - (len(cats) - 1) / 2) * width, vals, width, label=f"{c} {CATEGORY_NAMES.get(c, '')}")
-    ax2.set_xticks(xs, order, rotation=60, ha="right", fontsize=8)
+    colours = plt.get_cmap("tab10")
+    zeros = grouped_bars(ax2, order, [(f"{c} {CATEGORY_NAMES.get(c, '')}",
+                                       [rows[r]["by_category"].get(str(c), {}).get("evidence_recall") for r in order],
+                                       colours(i % 10)) for i, c in enumerate(cats)])
+    ax2.set_xticks(ax2.get_xticks(), order, rotation=60, ha="right", fontsize=8)
     ax2.set_ylabel("evidence recall")
-    ax2.set_ylim(0, 1.2)
+    ax2.set_ylim(0, 1.25)
     ax2.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     ax2.set_title("evidence recall per LoCoMo category")
-    ax2.legend(fontsize=8, ncols=len(cats), loc="upper center")
+    handles, labels = ax2.get_legend_handles_labels()
+    if zeros:
+        handles.append(zero_legend_handle())
+        labels.append(handles[-1].get_label())
+    ax2.legend(handles, labels, fontsize=8, ncols=3, loc="upper center")
     ax2.grid(axis="y", alpha=0.3)
     fig.tight_layout()
+    place_labels(ax1, xs, ys, order)
     return fig
 
 

@@ -713,41 +713,51 @@ def docs_page(payload: dict[str, Any]) -> str:
 
 
 def figure(payload: dict[str, Any]) -> Any:
-    """Delivered recall vs cl100k tokens per row (log x), and delivered recall per question type."""
+    """Delivered recall vs cl100k tokens per row (log x; labels placed apart), and delivered recall per question
+    type (a measured zero is a stroke on the axis; a row without a question of a type has no mark)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks.plotting import grouped_bars, place_labels, zero_legend_handle
+
     rows = payload["aggregate"]["rows"]
     order = [r for r in _order(rows) if rows[r]["overall"]["evidence_recall"] is not None]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [1, 1.3]})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6.5), gridspec_kw={"width_ratios": [1, 1.3]})
+    xs, ys = [], []
+    cmap = plt.get_cmap("tab20")
     for j, r in enumerate(order):
         o = rows[r]["overall"]
-        x = max(1.0, o["tokens_cl100k_mean"] or 1.0)
+        xs.append(max(1.0, o["tokens_cl100k_mean"] or 1.0))
+        ys.append(o["evidence_recall"])
         kind = SPECS[rows[r]["arm"]].kind if rows[r]["arm"] in SPECS else "design"
-        ax1.scatter([x], [o["evidence_recall"]], marker="s" if kind == "design" else "o", s=55, edgecolors="black")
-        ax1.annotate(r, (x, o["evidence_recall"]), fontsize=7, xytext=(5, 4 if j % 2 else -9),
-                     textcoords="offset points")
+        ax1.scatter([xs[-1]], [ys[-1]], marker="s" if kind == "design" else "o", s=55, color=cmap(j % 20),
+                    edgecolors="black", linewidths=0.5, zorder=3)
     ax1.set_xscale("log")
     ax1.set_xlabel("delivered tokens per question (cl100k_base, log)")
     ax1.set_ylabel("delivered evidence recall (turns, both roles)")
-    ax1.set_ylim(-0.03, 1.05)
-    ax1.set_title(f"recall vs tokens ({payload['data']['label']})", fontsize=9)
+    ax1.set_ylim(-0.05, 1.1)
+    ax1.set_title(f"recall vs tokens (squares: designs, circles: baselines)\n{payload['data']['label']}",
+                  fontsize=9)
     ax1.grid(alpha=0.3)
     types = sorted({t for r in order for t in rows[r]["by_type"]})
-    width = 0.8 / max(1, len(types))
-    xs = np.arange(len(order))
-    for i, t in enumerate(types):
-        vals = [rows[r]["by_type"].get(t, {}).get("evidence_recall") or 0.0 for r in order]
-        ax2.bar(xs + (i - (len(types) - 1) / 2) * width, vals, width, label=t)
-    ax2.set_xticks(xs, order, rotation=60, ha="right", fontsize=8)
+    colours = plt.get_cmap("tab10")
+    zeros = grouped_bars(ax2, order, [(t, [rows[r]["by_type"].get(t, {}).get("evidence_recall") for r in order],
+                                       colours(i % 10)) for i, t in enumerate(types)])
+    ax2.set_xticks(ax2.get_xticks(), order, rotation=60, ha="right", fontsize=8)
     ax2.set_ylabel("delivered evidence recall")
-    ax2.set_ylim(0, 1.2)
+    ax2.set_ylim(0, 1.25)
+    ax2.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     ax2.set_title("per question type")
-    ax2.legend(fontsize=7, ncols=3, loc="upper center")
+    handles, labels = ax2.get_legend_handles_labels()
+    if zeros:
+        handles.append(zero_legend_handle())
+        labels.append(handles[-1].get_label())
+    ax2.legend(handles, labels, fontsize=7, ncols=3, loc="upper center")
     ax2.grid(axis="y", alpha=0.3)
     fig.tight_layout()
+    place_labels(ax1, xs, ys, order)
     return fig
 
 
