@@ -188,7 +188,7 @@ class NullTracker(Tracker):
 class FunctionTracker(Tracker):
     """A plain ``track(it, description, total)`` function behind the tracker API: its loops are shown as the
     function shows them; a phase becomes one loop of the function over the phase's units, driven from a thread
-    of its own (each unit done is one item)."""
+    of its own (each unit done is one item; a phase without a total is one step, done when it ends)."""
 
     def __init__(self, fn: Callable[..., Iterable[Any]]) -> None:
         super().__init__()
@@ -205,18 +205,24 @@ class FunctionTracker(Tracker):
 
     def _opened(self, ph: Phase) -> None:
         steps: queue.SimpleQueue[int | None] = queue.SimpleQueue()
-        t = threading.Thread(target=self._drive, args=(steps, ph.description, ph.total), daemon=True)
+        total = ph.total if ph.total is not None else 1
+        t = threading.Thread(target=self._drive, args=(steps, ph.description, total), daemon=True)
         self._feeds[ph.key] = (steps, t, [0])
         t.start()
 
     def _changed(self, ph: Phase) -> None:
+        if ph.total is None:
+            return
         steps, _, sent = self._feeds[ph.key]
         while sent[0] < ph.done:
             steps.put(1)
             sent[0] += 1
 
     def _ended(self, ph: Phase) -> None:
-        steps, t, _ = self._feeds.pop(ph.key)
+        self._changed(ph)
+        steps, t, sent = self._feeds.pop(ph.key)
+        if ph.total is None:
+            steps.put(1)
         steps.put(None)
         t.join()
 
