@@ -100,7 +100,10 @@ class Phase:
         return (time.monotonic() - self.anchor) / self.done * max(0, self.total - self.done)
 
     def count(self) -> str:
+        """``done/total unit``; ``done unit`` without a total; empty for a step that counts nothing."""
         unit = f" {self.unit}" if self.unit else ""
+        if self.total is None and self.done == 0:
+            return ""
         return f"{self.done}/{self.total}{unit}" if self.total is not None else f"{self.done}{unit}"
 
     def label(self) -> str:
@@ -372,7 +375,8 @@ class PlainTracker(Tracker):
         lines = []
         for ph in phases:
             eta = ph.eta()
-            line = (f"{'  ' if ph.nested else ''}{ph.description}: {ph.count()}, {clock(ph.elapsed)} elapsed"
+            count = f"{ph.count()}, " if ph.count() else ""
+            line = (f"{'  ' if ph.nested else ''}{ph.description}: {count}{clock(ph.elapsed)} elapsed"
                     + (f", ETA {clock(eta)}" if eta is not None else ""))
             lines.append(line + (f"; {ph.status}" if ph.status else ""))
         self._write(lines)
@@ -381,7 +385,7 @@ class PlainTracker(Tracker):
         if ph.nested and not ph.shown:
             return
         finished = ph.total is None or ph.done >= ph.total
-        how = f"finished {ph.count()} in" if finished else f"stopped at {ph.count()} after"
+        how = (f"finished {ph.count()} in" if finished else f"stopped at {ph.count()} after").replace("  ", " ")
         self._write([f"{'  ' if ph.nested else ''}{ph.description}: {how} {clock(ph.elapsed)}"])
 
     def _write(self, lines: list[str], wrap: bool = True) -> None:

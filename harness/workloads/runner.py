@@ -15,6 +15,12 @@ ingesting or delivering is reported ``error`` with a one-line message, and its p
 half-run arm never enters an average). Either way the other arms go on. With an ``answerer`` (``--lm``), each
 delivered row's text is answered and scored; without it no answer field exists.
 
+Progress: each arm's ingest is a phase of ``track`` counting the conversation's turns (when ``track`` can open
+phases, see ``benchmarks.progress``); the arm reports how far it got with ``harness.progress.report`` (Tortoise:
+the encoding pass, then each session captured; Fractal: each session submitted; AgentFly: the indexing), and an
+encoder call of at least :data:`BIG_CALL` texts through the run's shared encoder says so in the phase's status.
+The probes are a loop of their own.
+
 The same loop runs a LongMemEval question (``harness.workloads.lme_workload.to_conversation``): each arm's
 context names the conversation's workload (``ArmContext.workload``) and, when given, the run's PM model
 (``pm_model``, see ``agentfly_arm.train_pm_model``); the result then also counts its probes per question type
