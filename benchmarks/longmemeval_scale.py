@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import _jsonable, default_out_dir, machine_description, md_table, write_atomic
-from benchmarks.progress import Phase, StampedTracker, as_tracker
+from benchmarks.progress import Phase, StampedTracker, as_tracker, given_or_own
 
 NAME = "longmemeval-scale"
 PARTS = ("protocol", "designs", "loader")
@@ -505,7 +505,8 @@ def _png(payload: dict[str, Any]) -> bytes | None:
     return buf.getvalue()
 
 
-def main(argv: list[str] | None = None) -> list[Path]:
+def main(argv: list[str] | None = None, track: Any = None) -> list[Path]:
+    """The command line (``track``: the caller's progress display; without one the run opens its own)."""
     ap = argparse.ArgumentParser(prog="memsim bench longmemeval-scale", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="20 protocol questions (projected), 2 design questions at "
                                                           "8 and 16 sessions, a ~200 MB loader file")
@@ -517,9 +518,10 @@ def main(argv: list[str] | None = None) -> list[Path]:
     ap.add_argument("--loader-bytes", type=int, default=None)
     a = ap.parse_args(argv)
     parts = [p.strip() for p in a.parts.split(",") if p.strip()]
-    paths = run(a.out or default_out_dir(a.quick), quick=a.quick, seed=a.seed, parts=parts,
-                protocol_questions=a.protocol_questions, design_questions=a.design_questions,
-                loader_bytes=a.loader_bytes)
+    with given_or_own(track) as shown:
+        paths = run(a.out or default_out_dir(a.quick), quick=a.quick, seed=a.seed, parts=parts,
+                    protocol_questions=a.protocol_questions, design_questions=a.design_questions,
+                    loader_bytes=a.loader_bytes, track=shown)
     for p in paths:
         print(f"wrote {p}")
     return paths

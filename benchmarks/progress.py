@@ -427,6 +427,18 @@ def progress_bar(enabled: bool = True, *, interval_s: float = DEFAULT_INTERVAL_S
         tracker.stop()
 
 
+@contextmanager
+def given_or_own(track: Any = None) -> Iterator[Tracker]:
+    """``track`` (as a :class:`Tracker`) when a caller passed one (the CLI's display), else a display of this
+    process's own (:func:`progress_bar`): a module run as a script shows its progress too, and never two displays
+    at once."""
+    if track is not None:
+        yield as_tracker(track)
+        return
+    with progress_bar() as own:
+        yield own
+
+
 # ---------------------------------------------------------------------------------------- worker processes
 class RemoteTracker(Tracker):
     """A worker process's tracker: every phase event goes to the parent's queue (see :class:`Relay`)."""

@@ -18,6 +18,7 @@ import termios
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +278,31 @@ def test_longmemeval_design_loop_shows_each_arm_phase_of_each_question(tmp_path:
 def test_interval_must_be_positive(interval: float) -> None:
     with pytest.raises(ValueError, match="progress interval"):
         PlainTracker(io.StringIO(), interval_s=interval)
+
+
+def test_scale_bench_shows_its_progress_in_the_commands_display(tmp_path: Path, monkeypatch) -> None:
+    """Before, ``memsim bench longmemeval-scale`` (an hour on S) dropped the command's tracker and its parts ran
+    with no display at all; run as a script it opens its own."""
+    from typer.testing import CliRunner
+
+    import benchmarks.common as common
+    from benchmarks import longmemeval_scale as scale
+    from harness.cli.main import app
+
+    got: list[Any] = []
+    cli_displays: list[Any] = []
+    real = common.progress_bar
+
+    @contextmanager
+    def recorded(*a: Any, **kw: Any) -> Any:
+        with real(*a, **kw) as tracker:
+            cli_displays.append(tracker)
+            yield tracker
+
+    monkeypatch.setattr(common, "progress_bar", recorded)
+    monkeypatch.setattr(scale, "run", lambda out, **kw: (got.append(kw["track"]), [])[1])
+    res = CliRunner().invoke(app, ["bench", "longmemeval-scale", "--quick", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert len(cli_displays) == 1 and got[0] is cli_displays[0]  # the command's display, not a second one
+    scale.main(["--quick", "--out", str(tmp_path / "o2")])
+    assert isinstance(got[1], PlainTracker) and got[1] is not cli_displays[0]  # as a script: its own
