@@ -82,9 +82,11 @@ from benchmarks.common import (
     set_torch_threads,
     write_atomic,
 )
+from benchmarks.progress import Relay, as_tracker, worker_tracker
+from harness.progress import report
 from harness.workloads.arms import SPECS, ArmSpec, ArmUnavailable, build_arm, require_runnable, select_arms
 from harness.workloads.base import ArmContext, Delivery
-from harness.workloads.runner import SharedEncoder
+from harness.workloads.runner import BIG_CALL, SharedEncoder
 
 NAME = "longmemeval"
 QUICK_QUESTIONS = 3
@@ -163,7 +165,9 @@ class TextCache(SharedEncoder):
         if not items:
             return self.base.encode([])
         out = []
-        for t in items:
+        for i, t in enumerate(items):
+            if len(items) >= BIG_CALL and i % BIG_CALL == 0:
+                report(status=f"encoding {i}/{len(items)} texts")
             v = self._vec.get(t)
             if v is None or t in self._asked:
                 self.misses += 1
@@ -301,10 +305,11 @@ def _qa_items(job: dict[str, Any], q: Any, delivered: dict[str, Delivery]) -> di
     return out
 
 
-def one_question(job: dict[str, Any]) -> dict[str, Any]:
+def one_question(job: dict[str, Any], track: Any = None) -> dict[str, Any]:
     """One question through every selected arm in a fresh work directory: the per-row records (the runner's,
     with the question type, abstention and the view metrics added), arm status, examples, the delivered texts
-    and, with an LM, the QA items. Runs in this process or in a worker."""
+    and, with an LM, the QA items. Runs in this process (``track``: the run's tracker, which shows each arm's
+    ingest and probes) or in a worker (which reports them to the parent's queue when it has one)."""
     from harness.workloads.lme_workload import to_conversation
     from harness.workloads.runner import run_conversation
 
@@ -323,7 +328,8 @@ def one_question(job: dict[str, Any]) -> dict[str, Any]:
         with text_encoders() if job["share"] else contextlib.nullcontext({}):
             res = run_conversation(conv, specs, work, k_values=job["k_values"], quick=job["quick"],
                                    seed=job["seed"], on_delivery=lambda row, probe, d: delivered.__setitem__(row, d),
-                                   pm_model=Path(job["pm_model"]) if job["pm_model"] else None)
+                                   pm_model=Path(job["pm_model"]) if job["pm_model"] else None,
+                                   track=worker_tracker(_EVENTS) if job["in_worker"] and _EVENTS else track)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         stored = _SINKS.pop(sink_key, {})
@@ -377,17 +383,23 @@ def _run_caches(share: bool) -> Iterator[None]:
         _TEXT_CACHES.clear()
 
 
-def _worker_init(share: bool) -> None:
-    """A spawned worker: one torch thread, as the serial run, and its own text caches for the whole run."""
+_EVENTS: Any = None  # a local worker's queue to the parent's progress display, set by _worker_init
+
+
+def _worker_init(share: bool, events: Any = None) -> None:
+    """A spawned worker: one torch thread, as the serial run, its own text caches for the whole run and the
+    parent's progress queue."""
+    global _EVENTS
     set_torch_threads(1)
+    _EVENTS = events
     if share:
         _new_caches()
 
 
 # ------------------------------------------------------------------------------------------------------ executors
-def _serial(jobs: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+def _serial(jobs: Iterable[dict[str, Any]], track: Any = None) -> Iterator[dict[str, Any]]:
     for job in jobs:
-        yield one_question(job)
+        yield one_question(job, track)
 
 
 def _windowed(submit: Callable[[dict[str, Any]], Any], result: Callable[[Any], dict[str, Any]],
@@ -402,15 +414,18 @@ def _windowed(submit: Callable[[dict[str, Any]], Any], result: Callable[[Any], d
         yield result(pending.pop(0))
 
 
-def _local_pool(jobs: Iterable[dict[str, Any]], workers: int, share: bool, sampler_box: list[Any]
-                ) -> Iterator[dict[str, Any]]:
+def _local_pool(jobs: Iterable[dict[str, Any]], workers: int, share: bool, sampler_box: list[Any],
+                track: Any = None) -> Iterator[dict[str, Any]]:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     from benchmarks.locomo import _RssSampler
 
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_init,
-                               initargs=(share,))
+    ctx = mp.get_context("spawn")
+    events = ctx.Queue()
+    relay = Relay(events, track)  # each worker's arm phases shown in this process's display
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                               initargs=(share, events))
     sampler = _RssSampler(lambda: list(getattr(pool, "_processes", None) or {}))
     sampler_box.append(sampler)
     try:
@@ -422,6 +437,7 @@ def _local_pool(jobs: Iterable[dict[str, Any]], workers: int, share: bool, sampl
     finally:
         pool.shutdown(wait=True)
         sampler.stop()
+        relay.close()
 
 
 def _ray_pool(jobs: Iterable[dict[str, Any]], workers: int, address: str | None) -> Iterator[dict[str, Any]]:
@@ -711,41 +727,51 @@ def docs_page(payload: dict[str, Any]) -> str:
 
 
 def figure(payload: dict[str, Any]) -> Any:
-    """Delivered recall vs cl100k tokens per row (log x), and delivered recall per question type."""
+    """Delivered recall vs cl100k tokens per row (log x; labels placed apart), and delivered recall per question
+    type (a measured zero is a stroke on the axis; a row without a question of a type has no mark)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks.plotting import grouped_bars, place_labels, zero_legend_handle
+
     rows = payload["aggregate"]["rows"]
     order = [r for r in _order(rows) if rows[r]["overall"]["evidence_recall"] is not None]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [1, 1.3]})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6.5), gridspec_kw={"width_ratios": [1, 1.3]})
+    xs, ys = [], []
+    cmap = plt.get_cmap("tab20")
     for j, r in enumerate(order):
         o = rows[r]["overall"]
-        x = max(1.0, o["tokens_cl100k_mean"] or 1.0)
+        xs.append(max(1.0, o["tokens_cl100k_mean"] or 1.0))
+        ys.append(o["evidence_recall"])
         kind = SPECS[rows[r]["arm"]].kind if rows[r]["arm"] in SPECS else "design"
-        ax1.scatter([x], [o["evidence_recall"]], marker="s" if kind == "design" else "o", s=55, edgecolors="black")
-        ax1.annotate(r, (x, o["evidence_recall"]), fontsize=7, xytext=(5, 4 if j % 2 else -9),
-                     textcoords="offset points")
+        ax1.scatter([xs[-1]], [ys[-1]], marker="s" if kind == "design" else "o", s=55, color=cmap(j % 20),
+                    edgecolors="black", linewidths=0.5, zorder=3)
     ax1.set_xscale("log")
     ax1.set_xlabel("delivered tokens per question (cl100k_base, log)")
     ax1.set_ylabel("delivered evidence recall (turns, both roles)")
-    ax1.set_ylim(-0.03, 1.05)
-    ax1.set_title(f"recall vs tokens ({payload['data']['label']})", fontsize=9)
+    ax1.set_ylim(-0.05, 1.1)
+    ax1.set_title(f"recall vs tokens (squares: designs, circles: baselines)\n{payload['data']['label']}",
+                  fontsize=9)
     ax1.grid(alpha=0.3)
     types = sorted({t for r in order for t in rows[r]["by_type"]})
-    width = 0.8 / max(1, len(types))
-    xs = np.arange(len(order))
-    for i, t in enumerate(types):
-        vals = [rows[r]["by_type"].get(t, {}).get("evidence_recall") or 0.0 for r in order]
-        ax2.bar(xs + (i - (len(types) - 1) / 2) * width, vals, width, label=t)
-    ax2.set_xticks(xs, order, rotation=60, ha="right", fontsize=8)
+    colours = plt.get_cmap("tab10")
+    zeros = grouped_bars(ax2, order, [(t, [rows[r]["by_type"].get(t, {}).get("evidence_recall") for r in order],
+                                       colours(i % 10)) for i, t in enumerate(types)])
+    ax2.set_xticks(ax2.get_xticks(), order, rotation=60, ha="right", fontsize=8)
     ax2.set_ylabel("delivered evidence recall")
-    ax2.set_ylim(0, 1.2)
+    ax2.set_ylim(0, 1.25)
+    ax2.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     ax2.set_title("per question type")
-    ax2.legend(fontsize=7, ncols=3, loc="upper center")
+    handles, labels = ax2.get_legend_handles_labels()
+    if zeros:
+        handles.append(zero_legend_handle())
+        labels.append(handles[-1].get_label())
+    ax2.legend(handles, labels, fontsize=7, ncols=3, loc="upper center")
     ax2.grid(axis="y", alpha=0.3)
     fig.tight_layout()
+    place_labels(ax1, xs, ys, order)
     return fig
 
 
@@ -892,7 +918,7 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
 
     set_torch_threads(1)
     t_start = time.perf_counter()
-    track = track or (lambda it, description="", total=None: it)
+    track = as_tracker(track)
     _check_out_dir(out_dir)
     if not k_values or min(k_values) < 1:
         raise ValueError(f"--k values must be positive, got {list(k_values)}")
@@ -913,7 +939,8 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
     label = data_description(src, echo)
     lms = _check_lms(lm, lm_base, judge_lm, judge_lm_base, reader_prompt)
     need_pm = "pm" in arm_names
-    n_questions, train = first_pass(src, limit, types, quick, need_pm)
+    with track.phase(f"reading {src.name}"):  # a streaming pass: long on M's 2.6 GB
+        n_questions, train = first_pass(src, limit, types, quick, need_pm)
     if n_questions == 0:
         raise no_question(src, types)
     if quick and echo:
@@ -922,7 +949,9 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
     outputs: _Outputs | None = None
     samplers: list[Any] = []
     try:
-        pm_model, pm = _train_pm(train, work_root, seed, quick, fault_hook) if need_pm else (None, {"selected": False})
+        with track.phase(f"training AgentFly PM on {len(train)} question(s)") if need_pm else contextlib.nullcontext():
+            pm_model, pm = (_train_pm(train, work_root, seed, quick, fault_hook) if need_pm
+                            else (None, {"selected": False}))
         del train
         if need_pm and pm_model is None and echo:
             echo(f"AgentFly PM not trained: {pm['unavailable']}")
@@ -937,17 +966,17 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
                                                                   types=types))
         used = min(workers, n_questions)
         if used == 1 and executor == "local":
-            outcomes: Iterator[dict[str, Any]] = _serial(jobs)
+            outcomes: Iterator[dict[str, Any]] = _serial(jobs, track)
             ctx: Any = _run_caches(share_encoders)
         elif executor == "ray":
             outcomes, ctx = _ray_pool(jobs, used, address), contextlib.nullcontext()
         else:
-            outcomes, ctx = _local_pool(jobs, used, share_encoders, samplers), contextlib.nullcontext()
+            outcomes, ctx = _local_pool(jobs, used, share_encoders, samplers, track), contextlib.nullcontext()
         outputs = _Outputs(out_dir, fault_hook)
         results: list[dict[str, Any]] = []
         caches: dict[int, dict[str, Any]] = {}
         with ctx, contextlib.closing(outcomes):
-            for got in track(outcomes, description="LongMemEval questions", total=n_questions):
+            for got in track(outcomes, description="LongMemEval questions", total=n_questions, unit="questions"):
                 outputs.add(got.pop("delivered"))
                 caches[got.pop("pid")] = got.pop("encoder_cache")
                 results.append(got)

@@ -69,6 +69,7 @@ from agentfly_sim.bank import (
 )
 from agentfly_sim.driver import DriverConfig, NPDriver, PMDriver
 from agentfly_sim.embedding import ranked_results
+from harness.progress import report
 from harness.workloads.arm_text import dated_line, dated_turns, ids_in_text, turn_snippets
 from harness.workloads.base import ArmContext, Delivery
 from harness.workloads.locomo import Conversation, Probe
@@ -290,6 +291,7 @@ class _BankArm(ABC):
             text = dated_line(turn, session)
             self.case_to_id[text] = turn.dia_id
             append_jsonl(self.bank_path, self._row(text))
+        report(status=f"indexing {len(self.case_to_id)} cases")
         self._start()
         self.ingest_s = time.perf_counter() - started
 
