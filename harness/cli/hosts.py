@@ -228,6 +228,7 @@ def run_cmd(
     for h in host or []:
         if h not in KNOWN_HOSTS:
             raise bad_option("--host", h, list(KNOWN_HOSTS))
+    host = list(dict.fromkeys(host)) if host else None  # a host named twice runs once
     loaded = []
     for path in scenarios:
         try:

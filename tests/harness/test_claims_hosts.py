@@ -8,6 +8,7 @@ a field of the scenario the claim runs, and the claim must then be refuted on th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,15 @@ def _mutated(monkeypatch: pytest.MonkeyPatch, **lines: str) -> None:
     """Replace memsim's documented hook lines (by event attribute) for the claims run in this test."""
     for attr, line in lines.items():
         monkeypatch.setitem(scenario.TORTOISE_HOOKS, attr, line)
+
+
+def _shipped_copy(monkeypatch: pytest.MonkeyPatch, folder: Path, name: str, change: Callable[[dict], None]) -> None:
+    """The claims read the shipped scenario ``name`` with ``change`` applied to its fields (a copy in
+    ``folder``)."""
+    data = yaml.safe_load((scenario.SCENARIO_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
+    change(data)
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    monkeypatch.setattr(scenario, "SCENARIO_DIR", folder)
 
 
 def _refuted(cid: str, *failed: str) -> dict:
@@ -98,14 +108,35 @@ def test_host_04_refuted_when_the_session_is_never_filed_in_time(monkeypatch: py
     _refuted("HOST-04", "next_digest_holds_the_decision")
 
 
+def test_host_04_a_late_second_session_is_an_error_not_a_refutation(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """When session 2 starts more than a second after session 1 (here the scenario's gap is 1.5 s), the design was
+    not put to the test: the verdict is ``error``, never ``refuted``. The sessions run on the stand-in host of
+    test_example_hook (the precondition is judged before any request is read)."""
+    import harness.hosts.drivers as drivers
+    from tests.harness.hosts.test_example_hook import _fake_run_session
+
+    require_host("claude-code")  # the claim's own skip rule
+    monkeypatch.setattr(drivers, "run_session", _fake_run_session)
+    def late(data: dict) -> None:
+        data["sessions"][1]["gap_s"] = 1.5
+        data["hooks"] = {"preset": "none"}  # no hook is needed to judge the gap (a shorter run)
+
+    _shipped_copy(monkeypatch, tmp_path, "confidence-gate", late)
+    row = run_claim(_claim("HOST-04"))
+    assert row.verdict == "error", (row.verdict, row.measured, row.evidence[-800:])
+    assert row.note.startswith("precondition failed: session 2 started 1.") and row.measured["gap_s"] >= 1.5
+
+
 def test_host_05_refuted_without_the_retraction(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The scenario with its ``retract`` operation removed (a retraction that never reaches the store)."""
     require_host("claude-code")
-    data = yaml.safe_load((scenario.SCENARIO_DIR / "retraction-vs-digest.yaml").read_text(encoding="utf-8"))
-    assert data["sessions"][1]["before"] == [{"retract": {"ref": "queue"}}]
-    data["sessions"][1]["before"] = []
-    (tmp_path / "retraction-vs-digest.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
-    monkeypatch.setattr(scenario, "SCENARIO_DIR", tmp_path)
+
+    def drop_retract(data: dict) -> None:
+        assert data["sessions"][1]["before"] == [{"retract": {"ref": "queue"}}]
+        data["sessions"][1]["before"] = []
+
+    _shipped_copy(monkeypatch, tmp_path, "retraction-vs-digest", drop_retract)
     _refuted("HOST-05", "point_is_retracted", "no_pointer_after_retraction")
 
 
@@ -119,8 +150,13 @@ def test_host_06_refuted_by_a_hook_that_volunteers_once(monkeypatch: pytest.Monk
 
 
 def test_host_07_refuted_by_a_hook_that_waits_past_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The prompt hooks given 3 s to wait on the hung service instead of the documented 1 s the scenario sets."""
+    """The prompt hooks wait 3 s on the hung service instead of the documented 1 s the scenario sets, as they would
+    with the code's default raised to 3 s (which this process's copy of the constant also says): the claim's bound
+    is the documented budget, not the constant under test, so it is refuted."""
+    import tortoise_sim.hook_client as hook_client
+
     require_host("claude-code")
+    monkeypatch.setattr(hook_client, "DEFAULT_TIMEOUT_S", 3.0)
     _mutated(monkeypatch, **{a: "MEMSIM_HOOK_TIMEOUT=3 " + scenario.TORTOISE_HOOKS[a]
                              for a in ("session_start", "user_prompt_submit")})
     measured = _refuted("HOST-07", "each_within_budget")
