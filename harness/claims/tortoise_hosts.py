@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,22 +50,12 @@ def _missing(host: str) -> Callable[[], Observation | None]:
     return reason
 
 
-def _memsim_exe() -> str:
-    exe = Path(sys.executable).parent / "memsim"
-    if exe.exists():
-        return str(exe)
-    found = shutil.which("memsim")
-    if found is None:
-        raise RuntimeError("the memsim command is not on PATH (the scenario's memory operations run through it)")
-    return found
-
-
 class _Run:
     """One scenario run on one host, with what it left on disk."""
 
     def __init__(self, ctx: ClaimContext, name: str, host: str, *, sessions: int | None = None,
                  hooks: Any = None, folder: str = "run") -> None:
-        from harness.hosts.scenario import SCENARIO_DIR, load_scenario, run_scenario
+        from harness.hosts.scenario import SCENARIO_DIR, load_scenario, memsim_executable, run_scenario
 
         scn = load_scenario(SCENARIO_DIR / f"{name}.yaml")
         if sessions is not None:  # the shipped scenario's first sessions only (a shorter run)
@@ -75,7 +63,7 @@ class _Run:
         if hooks is not None:  # the same scenario with another hook set (preset none: the host alone)
             scn = scn.model_copy(update={"hooks": hooks})
         self.scenario, self.host = scn, host
-        self.result = run_scenario(scn, host, ctx.tmp_path / folder, memsim_exe=_memsim_exe())
+        self.result = run_scenario(scn, host, ctx.tmp_path / folder, memsim_exe=memsim_executable())
         self.root = Path(self.result["run_dir"])
         self.db = self.root / "store" / "tortoise.kuzu"
         for s in self.result["sessions"]:

@@ -158,14 +158,6 @@ def summary_line(scenario: str, host: str, s: dict[str, Any]) -> str:
             f"{chk}")
 
 
-def _memsim_exe() -> str:
-    import shutil
-    import sys
-
-    here = Path(sys.executable).with_name("memsim")
-    return str(here) if here.exists() else (shutil.which("memsim") or "memsim")
-
-
 def _plan(loaded: list[tuple[Path, Any]], host: list[str] | None) -> list[tuple[Path, Any, str]]:
     """The (file, scenario, host) runs to make, printing one ``skipped`` line for each pair that cannot run."""
     from harness.hosts import install as inst
@@ -212,7 +204,13 @@ def run_cmd(
 
     from harness.cli.boundary import check_output_dir
     from harness.cli.run_output import removed_if_empty_on_failure
-    from harness.hosts.scenario import KNOWN_HOSTS, ScenarioError, load_scenario, run_scenario
+    from harness.hosts.scenario import (
+        KNOWN_HOSTS,
+        ScenarioError,
+        load_scenario,
+        memsim_executable,
+        run_scenario,
+    )
     from harness.results_dir import default_out
     from harness.runs import (
         Terminated,
@@ -250,7 +248,10 @@ def run_cmd(
         return  # every pair skipped (one line each above): nothing ran, nothing is written
     out_dir = out or default_out("hosts")
     err = make_console(stderr=True)
-    exe = _memsim_exe()
+    try:
+        exe = memsim_executable()
+    except ScenarioError as exc:
+        raise fail(str(exc)) from None
     failed = 0
     with removed_if_empty_on_failure(out_dir):
         check_output_dir(out_dir)

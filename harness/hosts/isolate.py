@@ -152,7 +152,8 @@ def _proc_marks(pid: int, home: str, exe: str) -> tuple[bool, str]:
     return ours, " ".join(argv)[:300]
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """``pid`` names a running process (a zombie, exited but not yet reaped by its parent, is not)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
             return f.read().rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
@@ -169,7 +170,7 @@ def end_pid(pid: int, grace_s: float = 5.0) -> str:
             return "gone" if name == "SIGTERM" else "SIGTERM"
         t = time.monotonic() + (grace_s if name == "SIGTERM" else 5.0)
         while time.monotonic() < t:
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 return name
             time.sleep(0.05)
     return "still running"
@@ -200,7 +201,7 @@ def processes_with_home(home: str) -> dict[int, str]:
                 cmd = " ".join(a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a)[:300]
         except OSError:
             continue
-        if _pid_alive(int(entry)):
+        if pid_alive(int(entry)):
             out[int(entry)] = cmd
     return out
 

@@ -19,7 +19,7 @@ is split by responsibility; every public name is importable from here:
 from __future__ import annotations
 
 from harness.hosts.scenario.load import load_scenario, scenario_files, validate
-from harness.hosts.scenario.memory import LOCK_WAIT_S, _Memory, pid_alive
+from harness.hosts.scenario.memory import LOCK_WAIT_S, _Memory, memsim_executable, pid_alive
 from harness.hosts.scenario.model import (
     EVENTS,
     EXAMPLES_DIR,
@@ -54,5 +54,5 @@ __all__ = [
     "Expect", "ScenarioError", "load_scenario", "validate", "scenario_files", "SCENARIO_DIR", "EXAMPLES_DIR",
     "HOOKTEE", "PLACEHOLDERS", "HARNESS", "SHELL_TOOLS", "KNOWN_HOSTS", "RUN_HOSTS", "TORTOISE_HOOKS", "EVENTS",
     "expand", "hook_lines", "tee_command", "run_scenario", "pid_alive", "LOCK_WAIT_S", "PER_PROMPT_SESSION_END",
-    "_Memory",
+    "_Memory", "memsim_executable",
 ]

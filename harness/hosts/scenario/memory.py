@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.hosts.scenario.model import Op
+from harness.hosts.isolate import pid_alive
+from harness.hosts.scenario.model import Op, ScenarioError
 
 _LOCK_SNIPPET = ("import sys, time\nimport kuzu\n"
                  "db = kuzu.Database(sys.argv[1])\nconn = kuzu.Connection(db)\n"
@@ -134,18 +136,17 @@ class _Memory:
             self._signal(signal.SIGKILL)
 
 
-def pid_alive(pid: int) -> bool:
-    """``pid`` names a running process (a zombie, exited but not yet reaped by its new parent, is not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return not Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[-1].startswith("Z")
-    except OSError:
-        return False
+def memsim_executable() -> str:
+    """The ``memsim`` command the memory operations and the hook lines run (``{memsim}``): the one beside this
+    interpreter (the venv memsim runs from), else the one on PATH; :class:`ScenarioError` when there is none."""
+    here = Path(sys.executable).with_name("memsim")
+    if here.exists():
+        return str(here)
+    found = shutil.which("memsim")
+    if found is None:
+        raise ScenarioError("the memsim command is neither beside this Python nor on PATH (the scenario's memory "
+                            "operations and hook lines run through it)")
+    return found
 
 
 def _read_line(stream: Any, timeout: float) -> str:

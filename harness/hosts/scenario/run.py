@@ -56,7 +56,6 @@ def _settled_turns(db: Path, sid: str, settle_s: float) -> tuple[list[dict[str, 
     """The store's turns for ``sid`` once no filing of it is pending in the spool, waiting up to ``settle_s`` for
     a filing still in flight (a detached one, or one waiting on the store lock); None and the reason when the store
     cannot be opened read-only all that time."""
-
     from harness.hosts.wire import store_turns
 
     deadline, why = time.time() + settle_s, None
