@@ -206,14 +206,17 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["sigterm", "ctrl-c"])
-def test_interrupted_run_ends_its_processes_and_leaves_nothing(tmp_path: Path, sig: int, code: int) -> None:
-    """Interrupted while Claude Code waits on the model server (the scripted reply is held 30 s) with the resident
-    service running: the exit status says which signal, the host, its hooks, the runner with the model server and
-    the service are ended, and neither the run folder nor the private temporary folder stays."""
+@pytest.mark.parametrize(("sig", "code", "service"), [(signal.SIGTERM, 143, True), (signal.SIGINT, 130, False)],
+                         ids=["sigterm-with-service", "ctrl-c"])
+def test_interrupted_run_ends_its_processes_and_leaves_nothing(tmp_path: Path, sig: int, code: int,
+                                                               service: bool) -> None:
+    """Interrupted while Claude Code waits on the model server (the scripted reply is held 30 s), with the resident
+    service running for SIGTERM: the exit status says which signal, the host, its hooks, the runner with the model
+    server and the service are ended, and neither the run folder nor the private temporary folder stays."""
     require_host("claude-code")
     data = yaml.safe_load((SCENARIO_DIR / "pointer-delivery.yaml").read_text(encoding="utf-8"))
-    data["sessions"][0]["before"].append({"service": "start"})
+    if service:
+        data["sessions"][0]["before"].append({"service": "start"})
     data["sessions"][0]["prompts"][0]["replies"][0]["delay_s"] = 30
     scn = tmp_path / "held.yaml"
     scn.write_text(yaml.safe_dump(data), encoding="utf-8")
