@@ -206,18 +206,10 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize(("sig", "code", "service"), [(signal.SIGTERM, 143, True), (signal.SIGINT, 130, False)],
-                         ids=["sigterm-with-service", "ctrl-c"])
-def test_interrupted_run_ends_its_processes_and_leaves_nothing(tmp_path: Path, sig: int, code: int,
-                                                               service: bool) -> None:
-    """Interrupted while Claude Code waits on the model server (the scripted reply is held 30 s), with the resident
-    service running for SIGTERM: the exit status says which signal, the host, its hooks, the runner with the model
-    server and the service are ended, and neither the run folder nor the private temporary folder stays."""
-    require_host("claude-code")
-    data = yaml.safe_load((SCENARIO_DIR / "pointer-delivery.yaml").read_text(encoding="utf-8"))
-    if service:
-        data["sessions"][0]["before"].append({"service": "start"})
-    data["sessions"][0]["prompts"][0]["replies"][0]["delay_s"] = 30
+def _interrupt(tmp_path: Path, data: dict, started: str, sig: int) -> tuple[int, str, Path, Path, list[str]]:
+    """Run ``data`` as a scenario with ``memsim hosts run``, send ``sig`` once a file matching ``started`` exists
+    under the output folder; the exit status, stderr, the output and private temporary folders, and the processes
+    still mentioning ``tmp_path`` just after the exit (ended by pid afterwards, whatever the test's outcome)."""
     scn = tmp_path / "held.yaml"
     scn.write_text(yaml.safe_dump(data), encoding="utf-8")
     systmp, out = tmp_path / "systmp", tmp_path / "out"
@@ -226,12 +218,12 @@ def test_interrupted_run_ends_its_processes_and_leaves_nothing(tmp_path: Path, s
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 300
-        while not any(p.stat().st_size for p in out.glob("**/claude-code/s0/requests.jsonl")):
-            assert proc.poll() is None and time.time() < deadline, "the host never sent its request"
+        while not any(p.stat().st_size or p.is_dir() for p in out.glob(started)):
+            assert proc.poll() is None and time.time() < deadline, "the run never got there"
             time.sleep(0.2)
-        assert _processes_mentioning(str(tmp_path))  # the host, the hooks' environment, the service run now
+        assert _processes_mentioning(str(tmp_path))
         proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=120)
+        _, stderr = proc.communicate(timeout=120)
         left = _processes_mentioning(str(tmp_path))
     finally:
         if proc.poll() is None:
@@ -239,10 +231,40 @@ def test_interrupted_run_ends_its_processes_and_leaves_nothing(tmp_path: Path, s
         for row in _processes_mentioning(str(tmp_path)):  # what a failed run left: this test's own, by pid
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(row.split(":")[0]), signal.SIGKILL)
-    assert proc.returncode == code, stderr[-2000:]
-    assert [ln for ln in stderr.splitlines() if ln.startswith("stopped by")] == [
-        f"stopped by {'SIGTERM' if sig == signal.SIGTERM else 'Ctrl-C'}: pointer-delivery on claude-code is not "
-        "written (its host, model server and temporary files are gone)"]
+    return proc.returncode, stderr, out, systmp, left
+
+
+def _stopped_line(stderr: str, why: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.startswith("stopped by")] == [
+        f"stopped by {why}: pointer-delivery on claude-code is not written (its host, model server and temporary "
+        "files are gone)"]
+
+
+def test_sigterm_ends_the_host_model_server_and_service_and_leaves_nothing(tmp_path: Path) -> None:
+    """SIGTERM while Claude Code waits on the model server (the scripted reply is held 30 s) with the resident
+    service running: exit 143, the host, its hooks, the runner with the model server and the service are ended,
+    and neither the run folder nor the private temporary folder stays."""
+    require_host("claude-code")
+    data = yaml.safe_load((SCENARIO_DIR / "pointer-delivery.yaml").read_text(encoding="utf-8"))
+    data["sessions"][0]["before"].append({"service": "start"})
+    data["sessions"][0]["prompts"][0]["replies"][0]["delay_s"] = 30
+    code, stderr, out, systmp, left = _interrupt(tmp_path, data, "**/claude-code/s0/requests.jsonl", signal.SIGTERM)
+    assert code == 143, stderr[-2000:]
+    assert _stopped_line(stderr, "SIGTERM")
+    assert not out.exists()
+    assert list(systmp.iterdir()) == []
+    assert left == []
+
+
+def test_ctrl_c_exits_130_and_leaves_nothing(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) during the scenario's memory operations, before the host starts: exit 130, nothing
+    written, the private temporary folder gone."""
+    require_host("claude-code")
+    data = yaml.safe_load((SCENARIO_DIR / "pointer-delivery.yaml").read_text(encoding="utf-8"))
+    data["sessions"][0]["before"].insert(0, {"wait": {"seconds": 60}})
+    code, stderr, out, systmp, left = _interrupt(tmp_path, data, "**/claude-code/s0/gates", signal.SIGINT)
+    assert code == 130, stderr[-2000:]
+    assert _stopped_line(stderr, "Ctrl-C")
     assert not out.exists()
     assert list(systmp.iterdir()) == []
     assert left == []
