@@ -159,6 +159,18 @@ def _longmemeval_scale(p: dict[str, Any]) -> str:
     return longmemeval_scale.render_markdown(p)
 
 
+def _stats_coverage(p: dict[str, Any]) -> str:
+    from benchmarks import stats_coverage
+
+    return stats_coverage.render_markdown(p)
+
+
+def _stats_speed(p: dict[str, Any]) -> str:
+    from benchmarks import stats_speed
+
+    return stats_speed.render_markdown(p)
+
+
 @dataclass(frozen=True)
 class Page:
     """One results page: where it goes, its title, the JSON files it renders and how to re-measure them."""
@@ -262,6 +274,14 @@ PAGES: tuple[Page, ...] = (
          "per distinct text with projections for S and M, and the streaming loader's peak memory on a multi-GB "
          "file. The command below re-measures the committed sizes; `memsim bench longmemeval-scale` runs the full "
          "ones."),
+    Page("stats-coverage", "Statistics checks: coverage and false positives", (("stats-coverage", _stats_coverage),),
+         "python -m benchmarks.stats_coverage --out benchmarks/results",
+         "How often each 95% interval covers the truth and how often the paired randomization test rejects a true "
+         "null, on simulated per-probe results shaped like LoCoMo's and LongMemEval's; paired differences method by "
+         "method."),
+    Page("stats-speed", "Statistics speed", (("stats-speed", _stats_speed),),
+         "python -m benchmarks.stats_speed --out benchmarks/results",
+         "The time a full LoCoMo design run's headline intervals and paired comparisons take, against its level."),
 )
 
 _FENCE = re.compile(r"^(```|~~~)")

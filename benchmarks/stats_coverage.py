@@ -10,7 +10,14 @@ exactly as the benches do (the same 10,000-resample matrix and sign flips, from 
   errors of the simulation (sqrt(0.95 * 0.05 / runs)), or, for the intervals that are exact by construction
   (Hodges-Lehmann, order statistics), at least 95% - 2 standard errors; an interval that covers more than
   95% + 2 standard errors is marked ``conservative`` (wider than it needs to be, never too narrow; a 0/1 interval
-  at n = 30 cannot hit 95% exactly, and its exact coverage is shown beside the simulated one);
+  at n = 30 cannot hit 95% exactly, and its exact coverage is shown beside the simulated one). A bound equal to
+  the truth up to floating-point rounding (1e-9) holds it: a truth such as 0.8 - 0.7 is computed as
+  0.10000000000000009 while a mean of 30 probes that is exactly 3/30 is 0.1. Each interval scenario also
+  records the interval's mean width;
+- **paired differences, method by method**: each paired-difference scenario (but the two-level sweep, where no t
+  interval is defined and the expanded percentile is used alone) also scores, on the same simulated runs, the
+  expanded percentile interval alone, the Student t interval alone and BCa, so the page shows what the chosen
+  interval (the wider of the first two on each side) gains over each and what it costs in width;
 - **false-positive rate** of the paired randomization test under the null (the two rows exchangeable on every
   probe): it passes at most 5% + 2 standard errors (a conservative test passes);
 - **power at the detectable difference**: runs whose true mean difference equals the smallest difference
@@ -39,18 +46,25 @@ import numpy as np
 from benchmarks.common import machine_description, md_table, write_results
 from benchmarks.worlds.probe_results import LOCOMO_HEADLINE, Discrete, recall_like
 from harness.stats import (
+    Interval,
     Resampler,
     detectable_difference,
+    difference_intervals,
     hodges_lehmann,
     median_interval,
     row_intervals,
     sign_flip_pvalues,
+    t_bounds,
 )
 from harness.stats.intervals import bootstrap_intervals
 
 NAME = "stats-coverage"
 RUNS, QUICK_RUNS = 2000, 300
 BATCH = 250  # simulated runs per block (bounds the resample x run matrices)
+TOLERANCE = 1e-9
+"""A bound this close to the truth holds it (floating-point rounding of the truth; see the module doc)."""
+ALTERNATIVES = ("expanded-percentile", "t", "bca")
+"""Paired-difference intervals scored beside the chosen one, each on its own."""
 CONV_LEVELS = (0.45, 0.6, 0.5, 0.55)
 """Per-conversation level of the LoCoMo-shaped scenarios (their share of full recall grows with it)."""
 
@@ -137,6 +151,10 @@ def _sweep_draw(rng: np.random.Generator, runs: int) -> tuple[np.ndarray, float]
     return np.where(u < 0.2 + p / 2, 1.0, np.where(u < 0.4, -1.0, 0.0)), 0.05
 
 
+PAIRED = "paired bootstrap, expanded percentile widened to t"
+"""The method of the paired-difference scenarios (:func:`harness.stats.difference_intervals`)."""
+
+
 def scenarios() -> list[Scenario]:
     lo = locomo_sizes()
     lme = [30]
@@ -153,19 +171,25 @@ def scenarios() -> list[Scenario]:
                  _draw_single([recall_like(0.7)], lme), "BCa bootstrap", lme),
         Scenario("recall difference, LoCoMo headline", "interval", "two-sided",
                  _draw_pair(rec, _by_conv(_shifted(CONV_LEVELS, 0.05), lo, recall_like), lo, 0.6),
-                 "paired expanded-percentile bootstrap, stratified", lo, paired=True),
+                 f"{PAIRED}, stratified", lo, paired=True),
+        Scenario("recall difference, mostly ties, LoCoMo headline", "interval", "two-sided",
+                 _draw_pair(rec, _by_conv(_shifted(CONV_LEVELS, 0.05), lo, recall_like), lo, 0.9),
+                 f"{PAIRED}, stratified", lo, paired=True),
         Scenario("0/1 difference, LoCoMo headline", "interval", "two-sided",
                  _draw_pair(_by_conv(CONV_LEVELS, lo, _bernoulli),
                             _by_conv(_shifted(CONV_LEVELS, 0.04), lo, _bernoulli), lo, 0.6),
-                 "paired expanded-percentile bootstrap, stratified", lo, paired=True),
+                 f"{PAIRED}, stratified", lo, paired=True),
         Scenario("recall difference, LongMemEval slice", "interval", "two-sided",
-                 _draw_pair([recall_like(0.7)], [recall_like(0.6)], lme, 0.6),
-                 "paired expanded-percentile bootstrap", lme, paired=True),
+                 _draw_pair([recall_like(0.7)], [recall_like(0.6)], lme, 0.6), PAIRED, lme, paired=True),
         Scenario("recall difference, mostly ties, LongMemEval slice", "interval", "two-sided",
-                 _draw_pair([recall_like(0.8)], [recall_like(0.7)], lme, 0.9),
-                 "paired expanded-percentile bootstrap", lme, paired=True),
+                 _draw_pair([recall_like(0.8)], [recall_like(0.7)], lme, 0.9), PAIRED, lme, paired=True),
+        Scenario("recall difference, nearly all ties, LongMemEval slice", "interval", "two-sided",
+                 _draw_pair([recall_like(0.9)], [recall_like(0.8)], lme, 0.95), PAIRED, lme, paired=True),
+        Scenario("0/1 difference, mostly ties, LongMemEval slice", "interval", "two-sided",
+                 _draw_pair([_bernoulli(0.8)], [_bernoulli(0.72)], lme, 0.9), PAIRED, lme, paired=True),
         Scenario("0/1 difference, 5 sweep seeds x 100 probes", "interval", "two-sided", _sweep_draw,
-                 "paired bootstrap, two levels (seeds, then probes)", [100] * 5, paired=True, clusters="random"),
+                 "paired bootstrap, expanded percentile, two levels (seeds, then probes)", [100] * 5, paired=True,
+                 clusters="random"),
         Scenario("recall, null (rows exchangeable), LoCoMo headline", "null", "at-most",
                  _draw_pair(rec, rec, lo, 0.6), "paired randomization test", lo),
         Scenario("recall, null, LongMemEval slice", "null", "at-most",
@@ -201,12 +225,45 @@ def _power_draw(sizes: list[int]) -> Callable[[np.random.Generator, int], Any]:
     return draw
 
 
-def evaluate(sc: Scenario, runs: int, seed: int) -> dict[str, Any]:
-    """Simulate ``runs`` runs of one scenario and count coverage (or rejections)."""
+def covers(lo: float | None, hi: float | None, truth: float) -> bool:
+    """Whether [lo, hi] holds the truth, up to :data:`TOLERANCE`."""
+    tol = TOLERANCE * max(1.0, abs(truth))
+    return lo is not None and hi is not None and lo - tol <= truth <= hi + tol
+
+
+def _intervals(sc: Scenario, x: np.ndarray, rs: Resampler | None) -> list[Interval]:
+    if sc.binary:
+        return row_intervals(x, "binary", None)
+    if sc.paired:  # differences of values in [0, 1]: width 1 (the bound of a difference that is constant)
+        return difference_intervals(x, rs, width=[1.0] * len(x))  # type: ignore[arg-type]
+    return bootstrap_intervals(x, rs, method="bca")  # type: ignore[arg-type]
+
+
+def _alternatives(x: np.ndarray, rs: Resampler, chosen: list[Interval]) -> dict[str, list[tuple[float, float]]]:
+    """The bounds of each of :data:`ALTERNATIVES` on these runs (a run whose differences are all equal keeps the
+    chosen interval: no bootstrap or t interval exists there)."""
+    t_lo, t_hi = t_bounds(x, rs)
+    out: dict[str, list[tuple[float, float]]] = {
+        "expanded-percentile": [(iv.lo, iv.hi) for iv in bootstrap_intervals(x, rs, method="expanded-percentile")],
+        "t": [(min(a, iv.estimate), max(b, iv.estimate)) if np.isfinite(a) else (iv.lo, iv.hi)  # type: ignore[type-var]
+              for a, b, iv in zip(t_lo, t_hi, chosen, strict=True)],
+        "bca": [(iv.lo, iv.hi) for iv in bootstrap_intervals(x, rs, method="bca")]}
+    for name, bounds in out.items():
+        out[name] = [(iv.lo, iv.hi) if iv.method.startswith("constant") else b  # type: ignore[misc]
+                     for b, iv in zip(bounds, chosen, strict=True)]
+    return out
+
+
+def evaluate(sc: Scenario, runs: int, seed: int, *, alternatives: bool = True) -> dict[str, Any]:
+    """Simulate ``runs`` runs of one scenario and count coverage (or rejections); ``alternatives``: also score
+    :data:`ALTERNATIVES` on a paired-difference scenario."""
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     hits = 0
+    width = 0.0
     methods: dict[str, int] = {}
+    alt = ({a: [0, 0.0] for a in ALTERNATIVES}
+           if alternatives and sc.kind == "interval" and sc.paired and sc.clusters == "fixed" else {})
     strata = _strata(sc.sizes) if sc.kind in ("interval", "null", "power") else None
     rs = (Resampler(sum(sc.sizes), strata, clusters=sc.clusters)  # type: ignore[arg-type]
           if sc.kind == "interval" and not sc.binary else None)
@@ -214,22 +271,26 @@ def evaluate(sc: Scenario, runs: int, seed: int) -> dict[str, Any]:
         k = min(BATCH, runs - start)
         x, truth = sc.draw(rng, k)
         if sc.kind == "interval":
-            ivs = (row_intervals(x, "binary", None) if sc.binary else
-                   bootstrap_intervals(x, rs, method="expanded-percentile" if sc.paired else "bca"))  # type: ignore[arg-type]
-            hits += sum(iv.contains(truth) for iv in ivs)
+            ivs = _intervals(sc, x, rs)
+            hits += sum(covers(iv.lo, iv.hi, truth) for iv in ivs)
+            width += sum(iv.hi - iv.lo for iv in ivs)  # type: ignore[operator]
             for iv in ivs:
                 methods[iv.method] = methods.get(iv.method, 0) + 1
+            if alt:
+                for name, bounds in _alternatives(x, rs, ivs).items():  # type: ignore[arg-type]
+                    alt[name][0] += sum(covers(a, b, truth) for a, b in bounds)
+                    alt[name][1] += sum(b - a for a, b in bounds)
         elif sc.kind in ("null", "power"):
             hits += int((sign_flip_pvalues(x) < 0.05).sum())
         elif sc.kind == "latency":
             for row in x:
                 iv = hodges_lehmann(row[:10], row[10:])
-                hits += iv.contains(truth)
+                hits += covers(iv.lo, iv.hi, truth)
                 methods[iv.method] = methods.get(iv.method, 0) + 1
         else:
             for row in x:
                 iv = median_interval(row)
-                hits += iv.contains(truth)
+                hits += covers(iv.lo, iv.hi, truth)
                 methods[iv.method] = methods.get(iv.method, 0) + 1
     rate = hits / runs
     target = {"null": 0.05, "power": 0.80}.get(sc.kind, 0.95)
@@ -241,7 +302,17 @@ def evaluate(sc: Scenario, runs: int, seed: int) -> dict[str, Any]:
             "clusters": len(sc.sizes) if sc.kind in ("interval", "null", "power") else 1, "runs": runs,
             "rate": rate, "target": target, "se": se, "rule": sc.rule, "passes": bool(ok),
             "outcome": "pass" if ok else ("conservative" if conservative else "FAIL"),
+            "width": width / runs if sc.kind == "interval" else None,
+            "alternatives": {name: {"rate": h / runs, "width": w / runs, "outcome": _outcome(h / runs, se)}
+                             for name, (h, w) in alt.items()},
             "exact": exact_coverage(sc), "methods": methods, "seconds": time.perf_counter() - t0}
+
+
+def _outcome(rate: float, se: float, target: float = 0.95) -> str:
+    """A two-sided coverage criterion's outcome: pass, conservative (above) or FAIL (below)."""
+    if abs(rate - target) <= 2 * se:
+        return "pass"
+    return "conservative" if rate > target else "FAIL"
 
 
 def exact_coverage(sc: Scenario) -> float | None:
@@ -278,12 +349,33 @@ _RULE = {"two-sided": "within 2 SE of", "at-least": "at least (2 SE)", "at-most"
          "near-80": "within 5 points of"}
 
 
+_ALT_NAMES = {"expanded-percentile": "expanded percentile alone", "t": "t interval alone", "bca": "BCa"}
+
+
+def _cell(rate: float, width: float | None, outcome: str) -> str:
+    w = "" if width is None else f", width {width:.3f}"
+    return f"{100 * rate:.1f}%{w}" + ("" if outcome == "pass" else f" ({outcome})")
+
+
+def paired_table(p: dict[str, Any]) -> str:
+    """Each paired-difference scenario: the chosen interval's coverage and mean width beside each alternative's."""
+    res = [r for r in p["results"] if r.get("alternatives")]
+    if not res:
+        return ""
+    rows = [[r["scenario"], r["n"], _cell(r["rate"], r["width"], r["outcome"]),
+             *(_cell(a["rate"], a["width"], a["outcome"]) for a in (r["alternatives"][k] for k in ALTERNATIVES))]
+            for r in res]
+    return md_table(["scenario", "probes", "chosen: expanded percentile widened to t",
+                     *(_ALT_NAMES[k] for k in ALTERNATIVES)], rows)
+
+
 def render_markdown(p: dict[str, Any]) -> str:
-    """The page: one table of every scenario, rendered from the JSON."""
+    """The page: one table of every scenario, then the paired-difference methods side by side, from the JSON."""
     rows = [[r["scenario"], r["method"], r["n"], r["clusters"],
              "coverage" if r["kind"] not in ("null", "power") else
              ("false positives" if r["kind"] == "null" else "power"),
              f"{100 * r['rate']:.1f}%" + (f" (exact {100 * r['exact']:.1f}%)" if r.get("exact") else ""),
+             "" if r.get("width") is None else f"{r['width']:.3f}",
              f"{_RULE[r['rule']]} {100 * r['target']:.0f}% (SE {100 * r['se']:.2f})", r["outcome"]]
             for r in p["results"]]
     counts = {k: sum(r["outcome"] == k for r in p["results"]) for k in ("pass", "conservative", "FAIL")}
@@ -292,11 +384,18 @@ def render_markdown(p: dict[str, Any]) -> str:
                "many false positives).")
     from harness.runs import describe_code
 
+    paired = paired_table(p)
     return "\n\n".join([
         "# Statistics checks: coverage and false positives",
         f"{p['runs']:,} simulated runs per scenario; each run's interval or test computed as the benches compute "
         "them (10,000 shared bootstrap resamples, sign flips from a fixed seed). " + verdict,
-        md_table(["scenario", "method", "probes", "clusters", "measured", "rate", "criterion", "result"], rows),
+        md_table(["scenario", "method", "probes", "clusters", "measured", "rate", "mean width", "criterion",
+                  "result"], rows),
+        *([("## Paired differences: the chosen interval against each method alone\n\n"
+            "On the same simulated runs, each method's coverage and mean width (a run whose differences are all "
+            "equal gets the same bound from every method). The chosen interval takes, on each side, the farther "
+            "bound of the expanded percentile bootstrap and the Student t interval (with the stratified standard "
+            "error where the bootstrap is stratified)."), paired] if paired else []),
         f"Code: {describe_code(p['run'])}. Seeds: {p['meta']['seeds']}.",
     ])
 

@@ -82,6 +82,9 @@ def comparison_report(entries: Sequence[Entry], pairs: Sequence[tuple[str, str]]
         "n_clusters": len(set(labels)), "strata": strata_col if clusters else None,
         "method": {"resampling": rs.describe(), "intervals": "Wilson (Clopper-Pearson when all equal) for 0/1 "
                    "metrics, BCa bootstrap (percentile where BCa is undefined) otherwise; 95%, unadjusted",
+                   "differences": "paired bootstrap of the per-probe differences, each bound the farther of the "
+                   "expanded percentile and the Student t interval (the expanded percentile alone with two-level "
+                   "resampling); 95%, unadjusted",
                    "test": "two-sided paired randomization test (sign flips), p = (b + 1) / (m + 1)",
                    "correction": f"Holm over {len(results)} comparison(s)", "alpha": alpha,
                    "kinds": {m: run0.kinds.get(m, "mean") for m in metrics}},

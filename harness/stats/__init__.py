@@ -19,14 +19,17 @@ from harness.stats.intervals import (
     format_interval,
     proportion_interval,
     row_intervals,
+    t_bounds,
     wilson,
 )
 from harness.stats.paired import (
     ALPHA,
+    DIFFERENCE_METHOD,
     PairResult,
     cluster_differences,
     compare,
     detectable_difference,
+    difference_intervals,
     holm,
     permutations_for,
     sign_flip_pvalues,
@@ -41,8 +44,9 @@ from harness.stats.unpaired import (
 )
 
 __all__ = [
-    "ALPHA", "CONFIDENCE", "RESAMPLES", "Interval", "PairResult", "Resampler", "TestResult", "bootstrap_intervals",
-    "clopper_pearson", "cluster_differences", "compare", "detectable_difference", "format_interval",
-    "hodges_lehmann", "holm", "median_interval", "one_sample", "permutations_for", "proportion_interval",
-    "row_intervals", "sign_flip_pvalues", "two_sample", "wilson", "within_level",
+    "ALPHA", "CONFIDENCE", "DIFFERENCE_METHOD", "RESAMPLES", "Interval", "PairResult", "Resampler", "TestResult",
+    "bootstrap_intervals", "clopper_pearson", "cluster_differences", "compare", "detectable_difference",
+    "difference_intervals", "format_interval", "hodges_lehmann", "holm", "median_interval", "one_sample",
+    "permutations_for", "proportion_interval", "row_intervals", "sign_flip_pvalues", "t_bounds", "two_sample",
+    "wilson", "within_level",
 ]

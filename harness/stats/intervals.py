@@ -10,10 +10,12 @@
   numbers. The interval is BCa (bias-corrected and accelerated; the bias from the share of resampled means below
   the estimate, ties counted half, the acceleration from the jackknife) where it is defined, the percentile
   interval otherwise (the bias correction is infinite when no resampled mean falls on one side of the estimate).
-  Paired differences (:mod:`harness.stats.paired`) use the *expanded* percentile interval instead: on 30 probes
-  whose differences are mostly ties, BCa (its bias and acceleration estimated from a handful of non-zero values)
-  and the plain percentile interval under-cover in simulation, the expanded one much less
-  (``benchmarks.stats_coverage`` measures each).
+  Paired differences (:mod:`harness.stats.paired`) use ``method="expanded-percentile-t"``: each bound is the
+  farther of the *expanded* percentile interval's (:func:`expanded_tail`) and the Student t interval's
+  (:func:`t_bounds`). On 30 probes whose differences are mostly ties each one alone under-covers in simulation,
+  the bootstrap where few differences are non-zero (its resampled means take few values), the t interval where
+  they are skewed; the wider of the two covers in every simulated shape, and at 582 probes the two nearly
+  coincide (``benchmarks.stats_coverage`` measures all three).
   A row constant at 0 or 1 gets Clopper-Pearson as above (for values in [0, 1] the binomial is the extreme case);
   a row constant at any other value gets the one-point interval, marked ``constant``.
 - **Clusters**: probes of one conversation share its history. ``clusters="fixed"`` resamples probes within each
@@ -43,8 +45,10 @@ _WHOLE = 8_000_000  # count matrices up to this many entries (64 MB as float64) 
 
 @dataclass(frozen=True)
 class Interval:
-    """An estimate with its interval. ``method``: wilson, clopper-pearson, bca, percentile, constant,
-    hodges-lehmann, order-statistic or empty (no value: estimate and bounds None)."""
+    """An estimate with its interval. ``method``: wilson, clopper-pearson, bca, percentile, expanded-percentile,
+    expanded-percentile-t, constant, constant-bound (a paired difference that is the same on every probe, see
+    :func:`harness.stats.paired.difference_intervals`), hodges-lehmann, order-statistic or empty (no value:
+    estimate and bounds None)."""
 
     estimate: float | None
     lo: float | None
@@ -309,12 +313,46 @@ def expanded_tail(n: np.ndarray, confidence: float = CONFIDENCE) -> np.ndarray:
     return _ndtr(-np.sqrt(n / (n - 1)) * stdtrit(n - 1, 1 - (1 - confidence) / 2))
 
 
+def t_bounds(values: np.ndarray, resampler: Resampler, *, mask: np.ndarray | None = None,
+             confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``values`` (rows, n; NaN = no value), the Student t interval of its mean, laid out as the
+    resampler resamples: mean +- t_{df, 1 - alpha/2} * se. Without strata se = sd / sqrt(n) and df = n - 1; with
+    fixed strata (stratified resampling) the stratified se, sqrt(sum_h (n_h / n)^2 * s_h^2 / n_h) over the
+    strata h with their own sd s_h, and df = n - (strata with values). NaN bounds where it is not defined:
+    two-level resampling (whose spread comes from the clusters, not the probes), or df < 1."""
+    from scipy.special import stdtrit
+
+    x, m = _masked(values, mask, resampler.n)
+    rows = x.shape[0]
+    nan = np.full(rows, np.nan)
+    if resampler.stratified and resampler.clusters == "random":
+        return nan, nan.copy()
+    codes = resampler.strata if resampler.stratified else np.zeros(resampler.n, dtype=np.int64)
+    onehot = np.zeros((resampler.n, int(codes.max()) + 1))  # type: ignore[union-attr]
+    onehot[np.arange(resampler.n), codes] = 1.0
+    mf = m.astype(np.float64)
+    cnt_h = mf @ onehot  # (rows, strata)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_h = (x * mf) @ onehot / cnt_h
+        dev = np.where(m, x - np.nan_to_num(mean_h)[:, codes], 0.0)  # two passes: deviations from each mean
+        var_h = np.where(cnt_h > 1, (dev * dev) @ onehot / (cnt_h - 1), 0.0)
+        cnt = cnt_h.sum(1)
+        est = (x * mf).sum(1) / cnt
+        se = np.sqrt((var_h * cnt_h).sum(1)) / cnt  # sum_h (n_h / n)^2 s_h^2 / n_h = sum_h n_h s_h^2 / n^2
+        df = cnt - (cnt_h > 0).sum(1)
+        half = np.where(df >= 1, stdtrit(np.maximum(df, 1.0), 1 - (1 - confidence) / 2), np.nan) * se
+    return est - half, est + half
+
+
 def bootstrap_intervals(values: np.ndarray, resampler: Resampler, *, mask: np.ndarray | None = None,
                         confidence: float = CONFIDENCE,
-                        method: Literal["bca", "expanded-percentile", "percentile"] = "bca") -> list[Interval]:
+                        method: Literal["bca", "expanded-percentile", "expanded-percentile-t", "percentile"] = "bca"
+                        ) -> list[Interval]:
     """One bootstrap interval per row of ``values`` (rows, n; NaN = no value) from the shared resamples (see
     the module doc for constant rows): BCa (percentile where BCa is undefined), the expanded percentile interval
-    (:func:`expanded_tail`; for paired differences) or the plain percentile interval."""
+    (:func:`expanded_tail`), the expanded percentile interval widened on each side to the Student t interval
+    (:func:`t_bounds`; for paired differences; the plain expanded percentile where t is not defined) or the plain
+    percentile interval."""
     x, m = _masked(values, mask, resampler.n)
     cnt = m.sum(1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -334,7 +372,7 @@ def bootstrap_intervals(values: np.ndarray, resampler: Resampler, *, mask: np.nd
         boot = resampler.means(x[varied], m[varied])
         if method == "bca":
             lo_l, hi_l, ok = bca_levels(boot, est[varied], x[varied], m[varied], confidence)
-        elif method == "expanded-percentile":
+        elif method in ("expanded-percentile", "expanded-percentile-t"):
             lo_l = expanded_tail(cnt[varied], confidence)
             hi_l = 1 - lo_l
             ok = np.ones(len(varied), dtype=bool)
@@ -344,12 +382,19 @@ def bootstrap_intervals(values: np.ndarray, resampler: Resampler, *, mask: np.nd
             hi_l = np.full(len(varied), 1 - a / 2)
             ok = np.zeros(len(varied), dtype=bool)
         else:
-            raise ValueError(f"method = {method!r}: bca, expanded-percentile or percentile")
+            raise ValueError(f"method = {method!r}: bca, expanded-percentile, expanded-percentile-t or percentile")
         srt = np.sort(boot, axis=0)
         lo = sorted_quantiles(srt, lo_l)
         hi = sorted_quantiles(srt, hi_l)
+        names = [method if method != "bca" else ("bca" if k else "percentile") for k in ok]
+        if method == "expanded-percentile-t":
+            t_lo, t_hi = t_bounds(x[varied], resampler, mask=m[varied], confidence=confidence)
+            has_t = np.isfinite(t_lo) & np.isfinite(t_hi)
+            lo = np.where(has_t, np.fmin(lo, t_lo), lo)
+            hi = np.where(has_t, np.fmax(hi, t_hi), hi)
+            names = [n if h else "expanded-percentile" for n, h in zip(names, has_t, strict=True)]
         for j, r in enumerate(varied):
-            name = method if method != "bca" else ("bca" if ok[j] else "percentile")
+            name = names[j]
             out[r] = Interval(float(est[r]), float(min(lo[j], est[r])), float(max(hi[j], est[r])), int(cnt[r]),
                               name, confidence)
     return [i for i in out if i is not None]

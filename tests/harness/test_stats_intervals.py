@@ -19,7 +19,7 @@ from harness.stats import (
     row_intervals,
     wilson,
 )
-from harness.stats.intervals import expanded_tail, format_interval
+from harness.stats.intervals import expanded_tail, format_interval, t_bounds
 
 Z = 1.959963984540054
 
@@ -144,6 +144,42 @@ def test_expanded_tail_matches_t_at_small_n_and_normal_at_large_n():
 @settings(max_examples=60, deadline=None)
 def test_bootstrap_interval_contains_its_estimate(values):
     x = np.asarray(values)[None]
-    for method in ("bca", "expanded-percentile", "percentile"):
+    for method in ("bca", "expanded-percentile", "expanded-percentile-t", "percentile"):
         (iv,) = bootstrap_intervals(x, Resampler(len(values), resamples=500), method=method)
         assert iv.lo <= iv.estimate <= iv.hi
+
+
+def test_t_bounds_are_student_t_and_stratified_where_the_resampling_is():
+    rng = np.random.default_rng(0)
+    x = rng.random((2, 40))
+    x[1, 3] = np.nan
+    lo, hi = t_bounds(x, Resampler(40))
+    for r in range(2):
+        v = x[r][~np.isnan(x[r])]
+        assert (lo[r], hi[r]) == pytest.approx(sst.t.interval(0.95, len(v) - 1, v.mean(), sst.sem(v)))
+    strata = np.repeat([0, 1, 2], [10, 10, 20])
+    x[0, :10] += 3.0  # strata far apart: the pooled sd would be much larger than the stratified se
+    (slo,), (shi,) = t_bounds(x[:1], Resampler(40, strata))
+    parts = [x[0][strata == h] for h in range(3)]
+    se = math.sqrt(sum((len(p) / 40) ** 2 * p.var(ddof=1) / len(p) for p in parts))
+    assert (slo, shi) == pytest.approx((x[0].mean() - sst.t.ppf(0.975, 37) * se,
+                                        x[0].mean() + sst.t.ppf(0.975, 37) * se))
+    rlo, rhi = t_bounds(x[:1], Resampler(40, strata, clusters="random"))
+    assert np.isnan(rlo).all() and np.isnan(rhi).all()  # two levels: no t interval
+
+
+def test_expanded_percentile_t_takes_the_farther_bound_on_each_side():
+    """A fixed-seed check of the construction on 30 paired differences, most of them ties."""
+    rng = np.random.default_rng(5)
+    d = np.where(rng.random((6, 30)) < 0.8, 0.0, rng.choice([-1.0, -0.5, 1 / 3, 0.5, 1.0], (6, 30)))
+    rs = Resampler(30)
+    exp = bootstrap_intervals(d, rs, method="expanded-percentile")
+    got = bootstrap_intervals(d, rs, method="expanded-percentile-t")
+    t_lo, t_hi = t_bounds(d, rs)
+    for e, g, a, b in zip(exp, got, t_lo, t_hi, strict=True):
+        assert (g.lo, g.hi) == pytest.approx((min(e.lo, a), max(e.hi, b)))
+        assert g.method == "expanded-percentile-t" and g.estimate == e.estimate
+    assert any(g.lo < e.lo for e, g in zip(exp, got, strict=True))  # t is the wider side somewhere here
+    (two,) = bootstrap_intervals(d[:1], Resampler(30, np.repeat([0, 1], 15), clusters="random"),
+                                 method="expanded-percentile-t")
+    assert two.method == "expanded-percentile"

@@ -15,6 +15,7 @@ from harness.stats import (
     cluster_differences,
     compare,
     detectable_difference,
+    difference_intervals,
     holm,
     permutations_for,
     sign_flip_pvalues,
@@ -108,11 +109,13 @@ def test_compare_reports_difference_interval_test_and_counts():
     gb, same = res
     d = rows["good"] - rows["bad"]
     assert gb.diff.estimate == pytest.approx(d.mean()) and gb.n == 120
-    assert gb.diff.lo <= gb.diff.estimate <= gb.diff.hi and gb.diff.method == "expanded-percentile"
+    assert gb.diff.lo <= gb.diff.estimate <= gb.diff.hi and gb.diff.method == "expanded-percentile-t"
     assert (gb.wins, gb.ties, gb.losses) == ((d > 0).sum(), (d == 0).sum(), (d < 0).sum())
     assert gb.p < 0.001 and gb.p_holm == pytest.approx(min(1, 2 * gb.p)) and gb.verdict() == "good > bad"
     assert len(gb.clusters) == 3 and gb.clusters_agree == 3
     assert same.p == 1.0 and same.verdict() == "inconclusive" and same.ties == 120
+    u = 1 - 0.05 ** (1 / 120)  # all ties: symmetric about 0, never one-sided
+    assert (same.diff.lo, same.diff.hi) == pytest.approx((-u, u)) and same.diff.method == "constant-bound"
     assert gb.family == 2 and gb.permutations == permutations_for(2)
 
 
@@ -137,3 +140,26 @@ def test_compare_uses_only_probes_both_rows_scored():
     b = np.array([0.0, 0.0, 1.0, 1.0, np.nan, 1.0])
     (r,) = compare({"m": {"a": a, "b": b}}, [("a", "b")], Resampler(6))
     assert r.n == 4 and r.diff.estimate == pytest.approx(0.0) and (r.wins, r.ties, r.losses) == (1, 2, 1)
+
+
+def test_a_difference_constant_on_every_probe_gets_the_bound_of_its_width():
+    n = 30
+    u = 1 - 0.05 ** (1 / n)
+    d = np.vstack([np.zeros(n), np.ones(n), -np.ones(n), np.full(n, 0.5), np.full(n, 40.0)])
+    ties, wins, losses, half, tokens = difference_intervals(d, Resampler(n), width=[1, 1, 1, 1, None])
+    assert (ties.lo, ties.hi) == pytest.approx((-u, u))
+    assert (wins.lo, wins.hi) == pytest.approx((1 - 2 * u, 1.0))
+    assert (losses.lo, losses.hi) == pytest.approx((-1.0, -1 + 2 * u))
+    assert (half.lo, half.hi) == pytest.approx((0.5 - 1.5 * u, 0.5 + 0.5 * u))
+    assert (tokens.lo, tokens.hi, tokens.method) == (40.0, 40.0, "constant")
+    assert {i.method for i in (ties, wins, losses, half)} == {"constant-bound"}
+    with pytest.raises(ValueError):
+        difference_intervals(d, Resampler(n), width=[1])
+
+
+def test_compare_bounds_ties_only_for_values_in_zero_one():
+    ties = np.zeros(20)
+    (r01, rtok) = compare({"m": {"a": np.ones(20), "b": np.ones(20)}, "tok": {"a": ties + 50, "b": ties + 50}},
+                          [("a", "b")], Resampler(20))
+    assert r01.diff.method == "constant-bound" and r01.diff.lo < 0 < r01.diff.hi
+    assert rtok.diff.method == "constant" and rtok.diff.lo == rtok.diff.hi == 0.0
