@@ -11,7 +11,10 @@ conversation (``harness.workloads.runner``), and writes:
 
 ``--quick`` runs one conversation (the first loaded, or each one named with ``--conversation``) cut to its first
 sessions and a few probes (about a minute per conversation). ``--arm-class package.module:Class`` adds an external
-arm behind the same protocol. One encoder cache serves the whole run (``runner.SharedEncoder``: an encoder call
+arm behind the same protocol. Encoders (``embed``): by default every arm that embeds reads the embedding store
+(``harness.store_encoders``: each distinct text encoded once, alone, kept on disk across runs; the deliveries equal
+the earlier path's, tested against the pre-store snapshot); ``embed="per-call"`` is the earlier behaviour: one
+encoder cache serves the whole run (``runner.SharedEncoder``: an encoder call
 another arm already made is answered with its vectors, so results are identical and the mean, hybrid and NP
 mean-pooling arms do not pay twice for the same call; their times then exclude what another arm paid;
 ``share_encoders=False`` turns it off; hits and misses are in the JSON's ``encoder_cache``). ``--workers N``
