@@ -936,13 +936,14 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         types: Sequence[str] | None = None, quick: bool = False, track: Callable[..., Any] | None = None,
         seed: int = 0, echo: Callable[[str], None] | None = None, fault_hook: Callable[[str], None] | None = None,
         tmp_dir: Path | None = None, share_encoders: bool = True, embed: str = "store",
-        embed_store: Path | None = None, resume: bool = False) -> list[Path]:
+        embed_store: Path | None = None, resume: bool = False, journal_root: Path | None = None) -> list[Path]:
     """Run the designs on LongMemEval and write ``longmemeval.{json,md,png}`` and ``longmemeval/`` (the delivered
     JSONL, hypotheses with an LM) to ``out_dir``, only once every question is done (see the module docstring).
     ``arms`` is ``--arms`` text (``None``: ``default_arms()``); ``limit``/``types`` select questions in file order;
     ``workers`` processes (``executor="local"``) or Ray tasks (``"ray"``, ``address`` to join a cluster).
     ``embed`` is ``"store"`` (the embedding store, at ``embed_store`` or the default folder) or ``"per-call"`` (the
-    earlier caches); ``resume`` continues from the journal of an interrupted run of the same configuration."""
+    earlier caches); ``resume`` continues from the journal of an interrupted run of the same configuration, kept in
+    ``journal_root`` (default ``out_dir``; a caller that writes into a staging folder passes the real one)."""
     from benchmarks.locomo import _check_out_dir, _peak_rss_mb
     from benchmarks.run_journal import RunJournal
     from harness.workloads.longmemeval import resolve_longmemeval_path
@@ -975,9 +976,9 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         raise ValueError(f"{src}: no question matches" + (f" --types {','.join(types)}" if types else ""))
     if quick and echo:
         echo(f"--quick: the first {n_questions} question(s), quick arm settings")
-    journal = RunJournal(out_dir, NAME, _journal_config(src, names, k_values, limit, types, quick, seed, lm, lm_base,
-                                                        lms, reader_prompt, embed, share_encoders, store),
-                         resume=resume, warn=_warn_line, fault_hook=fault_hook)
+    key = _journal_config(src, names, k_values, limit, types, quick, seed, lm, lm_base, lms, reader_prompt, embed,
+                          share_encoders, store)
+    journal = RunJournal(journal_root or out_dir, NAME, key, resume=resume, warn=_warn_line, fault_hook=fault_hook)
     resumed = len(journal.done)
     if resume and echo:
         echo(f"resuming: {resumed} question(s) already done ({journal.dir})")
