@@ -11,7 +11,9 @@ named and off by default:
 - ``score_chunk_size``: score in chunks (scores agree within 1e-5);
 - ``cache_case_vectors=True``: because the two sides are encoded separately, the case CLS vectors are computed once
   per checkpoint and cached by ICL text; each query then encodes only itself and runs the head. Scores equal the
-  faithful path within 1e-5 (``CachedCaseScorer`` is the same mechanism as a standalone API).
+  faithful path within 1e-5 (``CachedCaseScorer`` is the same mechanism as a standalone API). In that mode an
+  injected ``vector_encoder(texts) -> (n, H) tensor`` gives the CLS vectors of cases and query instead of the
+  retriever's own batches (a caller that keeps vectors elsewhere, as the harness's embedding store, hands them in).
 
 Weights load once per process; the pool text is reloaded after every case append by the driver (AGF-03).
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -97,7 +99,8 @@ class CaseRetriever:
     """Upstream ``CaseRetriever(model_path, model_name, device)``: strict ``load_state_dict`` then ``eval()``."""
 
     def __init__(self, model_path: str | os.PathLike[str], model_name: str | None = None, device: str | None = None,
-                 *, score_chunk_size: int | None = None, cache_case_vectors: bool = False):
+                 *, score_chunk_size: int | None = None, cache_case_vectors: bool = False,
+                 vector_encoder: Callable[[list[str]], torch.Tensor] | None = None):
         self.device = _default_device(device)
         self.model_path = str(model_path)
         self.tokenizer, backbone = load_backbone(model_name)
@@ -108,6 +111,7 @@ class CaseRetriever:
         self.model.eval()
         self.score_chunk_size = score_chunk_size
         self.cache_case_vectors = cache_case_vectors
+        self.vector_encoder = vector_encoder
         self._case_vecs: dict[str, torch.Tensor] = {}
         self.cases_encoded = 0
 
@@ -135,6 +139,11 @@ class CaseRetriever:
     def case_vectors(self, texts: Sequence[str], batch_size: int = 64) -> torch.Tensor:
         """CLS vectors of ICL texts, cached by exact text for this checkpoint (``cache_case_vectors`` mode)."""
         missing = list(dict.fromkeys(t for t in texts if t not in self._case_vecs))
+        if self.vector_encoder is not None and missing:
+            for t, v in zip(missing, self.vector_encoder(missing), strict=True):
+                self._case_vecs[t] = v.to(self.device)
+            self.cases_encoded += len(missing)
+            missing = []
         with torch.inference_mode():
             for s in range(0, len(missing), batch_size):
                 chunk = missing[s:s + batch_size]
@@ -150,8 +159,11 @@ class CaseRetriever:
             return []
         cases = self.case_vectors(texts)
         with torch.inference_mode():
-            ids, m = self._tok([query])
-            q = self.model.encode(ids, m)
+            if self.vector_encoder is not None:
+                q = self.vector_encoder([query])[0:1].to(self.device)
+            else:
+                ids, m = self._tok([query])
+                q = self.model.encode(ids, m)
             probs = torch.softmax(self.model.head(cases, q.expand(cases.shape[0], -1)), dim=1)[:, 1]
         return [float(p) for p in probs.cpu()]
 

@@ -9,6 +9,8 @@ Cached-index mode (explicit option, spec §3.5): ``CachedKeyIndex`` caches key v
 model and ``max_length``; each query embeds only itself (`embed_one`, the cheap one-text path); top-k is the same
 ``torch.topk`` over the full similarity vector (or, ``backend="faiss"``, FAISS flat inner-product candidates
 re-ranked exactly, same top-k), so rankings equal faithful mode up to float noise among near-ties (< 1e-6).
+An injected ``encode_fn(texts) -> (n, d) tensor`` (``NpSelector(key_encoder=...)``) replaces both embeddings of
+that mode, keys and query: a caller that keeps vectors elsewhere (the harness's embedding store) hands them in.
 
 Device binding (AGF-14): a model can carry a device label (``memsim_device``); ``retrieve`` raises the torch-style
 ``RuntimeError`` when the input device resolved from ``device_str`` differs from the model's device, as upstream
@@ -18,7 +20,7 @@ does on a CUDA host with ``MEMORY_DEVICE=cpu``. ``cuda_available`` is injectable
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -166,7 +168,7 @@ class CachedKeyIndex:
     """
 
     def __init__(self, tokenizer: Any, model: Any, max_length: int = MEMORY_MAX_LENGTH, *, backend: str = "torch",
-                 query_encode: str = "one"):
+                 query_encode: str = "one", encode_fn: Callable[[list[str]], torch.Tensor] | None = None):
         if backend not in INDEX_BACKENDS:
             raise ValueError(f"backend must be one of {INDEX_BACKENDS}, got {backend!r}")
         if query_encode not in QUERY_ENCODES:
@@ -176,6 +178,7 @@ class CachedKeyIndex:
         self.max_length = max_length
         self.backend = backend
         self.query_encode = query_encode
+        self.encode_fn = encode_fn
         self.vectors: dict[tuple[int, str], torch.Tensor] = {}
         self.keys: list[str] = []
         self.matrix: torch.Tensor | None = None
@@ -188,7 +191,8 @@ class CachedKeyIndex:
         ml = self.max_length
         unseen = list(dict.fromkeys(p[0] for p in pairs if (ml, p[0]) not in self.vectors))
         if unseen:
-            vecs = embed_texts(unseen, self.tokenizer, self.model, ml)
+            vecs = self.encode_fn(unseen) if self.encode_fn is not None else embed_texts(unseen, self.tokenizer,
+                                                                                        self.model, ml)
             for k, v in zip(unseen, vecs, strict=True):
                 self.vectors[(ml, k)] = v
         self.keys = [p[0] for p in pairs]
@@ -200,6 +204,8 @@ class CachedKeyIndex:
         return len(unseen)
 
     def embed_query(self, task: str, dev: str | None) -> torch.Tensor:
+        if self.encode_fn is not None:
+            return self.encode_fn([task])[0]
         if self.query_encode == "one":
             return embed_one(task, self.tokenizer, self.model, self.max_length, input_device=dev)
         return embed_texts([task], self.tokenizer, self.model, self.max_length, input_device=dev)[0]
@@ -273,11 +279,13 @@ class NpSelector:
     ``cuda`` without CUDA raises ``DriverStartupError`` at construction (upstream cannot start, AGF-14); with
     ``cuda_available=True`` injected on a CPU host the model is labelled ``cuda`` (computation stays on CPU) so
     that ``MEMORY_DEVICE=cpu`` reproduces upstream's device-mismatch ``RuntimeError``. ``index_backend`` picks the
-    cached index's top-k backend (``torch`` or ``faiss``, same top-k; see `CachedKeyIndex`).
+    cached index's top-k backend (``torch`` or ``faiss``, same top-k; see `CachedKeyIndex`). ``key_encoder``
+    (cached mode only) embeds keys and queries instead of the loaded model (see `CachedKeyIndex`'s ``encode_fn``).
     """
 
     def __init__(self, model_device: str = "auto", *, cuda_available: bool | None = None, cached: bool = False,
-                 model_path: str | None = None, index_backend: str = "torch"):
+                 model_path: str | None = None, index_backend: str = "torch",
+                 key_encoder: Callable[[list[str]], torch.Tensor] | None = None):
         from .errors import DriverStartupError
 
         self.cuda_available = torch.cuda.is_available() if cuda_available is None else cuda_available
@@ -292,7 +300,8 @@ class NpSelector:
             self.label = "cuda" if self.cuda_available else "cpu"
         if self.label == "cuda" and torch.cuda.is_available():
             self.model.to("cuda")
-        self.index = CachedKeyIndex(self.tokenizer, self.model, backend=index_backend) if cached else None
+        self.index = (CachedKeyIndex(self.tokenizer, self.model, backend=index_backend, encode_fn=key_encoder)
+                      if cached else None)
 
     @property
     def texts_embedded(self) -> int:

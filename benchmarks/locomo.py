@@ -11,7 +11,10 @@ conversation (``harness.workloads.runner``), and writes:
 
 ``--quick`` runs one conversation (the first loaded, or each one named with ``--conversation``) cut to its first
 sessions and a few probes (about a minute per conversation). ``--arm-class package.module:Class`` adds an external
-arm behind the same protocol. One encoder cache serves the whole run (``runner.SharedEncoder``: an encoder call
+arm behind the same protocol. Encoders (``embed``): by default every arm that embeds reads the embedding store
+(``harness.store_encoders``: each distinct text encoded once, alone, kept on disk across runs; the deliveries equal
+the earlier path's, tested against the pre-store snapshot); ``embed="per-call"`` is the earlier behaviour: one
+encoder cache serves the whole run (``runner.SharedEncoder``: an encoder call
 another arm already made is answered with its vectors, so results are identical and the mean, hybrid and NP
 mean-pooling arms do not pay twice for the same call; their times then exclude what another arm paid;
 ``share_encoders=False`` turns it off; hits and misses are in the JSON's ``encoder_cache``). ``--workers N``
@@ -449,14 +452,32 @@ def _one_conversation(job: dict[str, Any], track: Callable[..., Any] | None = No
             from harness.workloads.answer import Answerer
 
             answerer = Answerer(job["lm"], **({"api_base": job["lm_base"]} if job["lm_base"] else {}))
-    with shared_encoders() if job["share"] else contextlib.nullcontext({}) as shared:
+    with _encoders(job) as shared:
         res = run_conversation(job["conv"], job["names"], Path(job["work_root"]), k_values=job["k_values"],
                                others=job["others"], lm=job["lm"], quick=job["quick"], seed=job["seed"],
                                track=track, answerer=answerer, echo=echo)
-        stats = {n: e.stats() for n, e in shared.items()}
+        stats = _encoder_stats(shared)
     res["summary"] = summarize(res["records"], {row: info["ingest_ms_per_turn"] for info in res["arms"].values()
                                                 if info["status"] == "ok" for row in info["rows"]})
     return {"result": res, "encoder_cache": stats, "pid": os.getpid(), "peak_rss_mb": _own_peak_rss_mb()}
+
+
+def _encoders(job: dict[str, Any]) -> Any:
+    """The encoders of a conversation (or, in the parent of a serial run, of the whole run): the embedding store
+    (``job["embed"] == "store"``, the default; ``job["store"]`` is its ``StoreSession.config()``) or the earlier
+    per-call cache (``shared_encoders``, when ``job["share"]``)."""
+    if job.get("embed", "per-call") == "store":
+        from harness.store_encoders import StoreSession, store_encoders
+
+        cfg = job["store"]
+        return store_encoders(StoreSession(Path(cfg["root"]), device=cfg["device"]))
+    return shared_encoders() if job["share"] else contextlib.nullcontext({})
+
+
+def _encoder_stats(shared: Any) -> dict[str, Any]:
+    if hasattr(shared, "stats") and callable(shared.stats):  # a store session
+        return shared.stats()
+    return {n: e.stats() for n, e in shared.items()}
 
 
 def _run_parallel(jobs: list[dict[str, Any]], workers: int, track: Tracker,
@@ -533,7 +554,8 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
         lm: str | None = None, lm_base: str | None = None, track: Callable[..., Any] | None = None,
         echo: Callable[[str], None] | None = None, tmp_dir: Path | None = None,
         fault_hook: Callable[[str], None] | None = None, arm_classes: list[str] | None = None,
-        share_encoders: bool = True, workers: int = DEFAULT_WORKERS) -> list[Path]:
+        share_encoders: bool = True, workers: int = DEFAULT_WORKERS, embed: str = "store",
+        embed_store: Path | None = None) -> list[Path]:
     """Run the LoCoMo benchmark and write ``locomo.{json,md,png}`` (plus per-conversation files) to ``out_dir``.
 
     ``arm_classes`` are external arms (``package.module:Class``, see ``harness.workloads.arms.load_arm_class``)
@@ -542,8 +564,17 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     (``harness.workloads.runner.SharedEncoder``: identical vectors, each encoder call paid once; with workers,
     one cache per conversation). ``workers``: conversations run in that many spawned processes at once (one
     torch thread each; never more processes than conversations); 1 runs them one after the other in this
-    process. Every metric, ranking and delivered text is the same for any ``workers``; only times differ."""
-    set_torch_threads(1)
+    process. Every metric, ranking and delivered text is the same for any ``workers``; only times differ.
+    ``embed``: ``"store"`` (the default) gives every arm that embeds the embedding store (``embed_store``, else the
+    default folder; ``harness.store_encoders``: each distinct text encoded once, alone, kept across runs, on the GPU
+    when torch sees one); ``"per-call"`` is the earlier per-call cache above (``share_encoders``)."""
+    from harness.store_encoders import StoreSession
+
+    if embed not in ("store", "per-call"):
+        raise ValueError(f"--embed {embed!r}: choose store or per-call")
+    store = StoreSession(embed_store).config() if embed == "store" else None
+    if not (store and store["device"] == "cuda"):
+        set_torch_threads(1)
     t_start = time.perf_counter()
     track = as_tracker(track)
     _check_out_dir(out_dir)
@@ -573,7 +604,8 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     used = min(workers, len(chosen)) or 1
     jobs = [{"conv": conv, "names": names, "work_root": str(work_root), "k_values": tuple(k_values),
              "others": tuple(c for c in loaded if c.sample_id != conv.sample_id), "lm": lm, "lm_base": lm_base,
-             "quick": quick, "seed": seed, "share": share_encoders, "in_worker": False} for conv in chosen]
+             "quick": quick, "seed": seed, "share": share_encoders, "in_worker": False, "embed": embed,
+             "store": store} for conv in chosen]
 
     def done(got: dict[str, Any]) -> None:
         res = got["result"]
@@ -583,13 +615,13 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
 
     try:
         if used == 1:  # one encoder cache for the whole serial run
-            with shared_encoders() if share_encoders else contextlib.nullcontext({}) as shared:
+            with _encoders(jobs[0] if jobs else {"share": share_encoders}) as shared:
                 outcomes = []
                 for job in track(jobs, description="LoCoMo conversations", unit="conversations"):
-                    got = _one_conversation({**job, "share": False}, track, echo, answerer)
+                    got = _one_conversation({**job, "share": False, "embed": "per-call"}, track, echo, answerer)
                     done(got)
                     outcomes.append(got)
-                cache_stats = {n: e.stats() for n, e in shared.items()}
+                cache_stats = _encoder_stats(shared)
         else:
             outcomes = _run_parallel(jobs, used, track, echo, done)
             cache_stats = {}
@@ -598,6 +630,8 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
                     acc = cache_stats.setdefault(n, {"hits": 0, "misses": 0})
                     acc["hits"] += st["hits"]
                     acc["misses"] += st["misses"]
+        if store is not None:  # the segments this run's processes sealed, merged
+            StoreSession(Path(store["root"]), device=store["device"]).compact()
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
     results = [got["result"] for got in outcomes]
@@ -614,6 +648,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
                    "arms": [n if isinstance(n, str) else n.name for n in names],
                    "arm_classes": list(arm_classes or []),
                    "k": list(k_values), "quick": quick, "lm": lm, "seed": seed, "share_encoders": share_encoders,
+                   "embed": embed,
                    "workers": used, "headline_categories": list(HEADLINE_CATEGORIES)},
         "conversations": [{k: res[k] for k in ("conversation", "n_turns", "n_sessions", "n_probes", "categories",
                                                "quirks", "arms", "summary")} for res in results],

@@ -48,13 +48,25 @@ already placed are removed again).
 
 Scale: questions are independent. ``workers`` > 1 runs them in spawned processes (one torch thread each), a
 bounded window of questions in flight, results taken in file order, so every metric, ranking and delivered text
-equals the serial run's; ``executor="ray"`` runs them as Ray tasks (``address`` joins a cluster). One encoder
-cache per process keyed by text (``TextCache``) serves every arm and every question of the run: filler sessions
-recur across questions, so their turns are encoded once. A cached vector is the text encoded on its own, so it
-does not depend on which question or batch met the text first (serial and parallel runs get the same vectors),
-and it agrees with batch encoding to float noise (tested: max abs difference < 1e-5). An arm that asks again
-for a text it asked for already pays for it again (AgentFly NP's faithful-recompute timing), as without a
-cache. Hits and misses are in the JSON.
+equals the serial run's; ``executor="ray"`` runs them as Ray tasks (``address`` joins a cluster).
+
+Encoders (``embed``). ``"store"`` (the default): every arm that embeds (the mean and hybrid baselines, AgentFly NP
+with either pooling, PM's case vectors, Tortoise's capture and search) reads its vectors from the embedding store
+(``harness.store_encoders``: keyed by encoder weights, device kind and exact text, kept on disk across runs, each
+new text encoded alone on the store's device, CUDA when torch sees a GPU; then torch is not pinned to one thread).
+Each process maps the store read-only, refreshes its view before each question and seals what it encoded after
+it; the run compacts the store when it ends. So each distinct text is encoded once per run, and a second run on
+the same data encodes nothing. ``"per-call"`` is the earlier behaviour, kept by name: one encoder cache per
+process keyed by text (``TextCache``) for ``harness.embedding``'s encoders (each text encoded on its own; an arm
+that asks again for a text it asked for already pays for it again, as AgentFly NP's faithful-recompute timing
+does), and Tortoise, NP pooler and PM encoding their own batches. Store vectors equal the per-text path bit for bit
+on the CPU and batch encoding to float noise (tested below 1e-5). Counts are in the JSON (``encoder_cache``).
+
+Resume. Each finished question is kept in a journal (``benchmarks.run_journal``) beside the outputs, outside the
+run's results: ``<out>/.memsim-resume-longmemeval-<config hash>/``, with the trained PM model. ``resume=True``
+(``--resume``) reads it and runs only the questions it lacks (a damaged or partial record is dropped with one
+warning line and its question runs again); the results then equal an uninterrupted run's. The journal is removed
+when the results are written.
 """
 
 from __future__ import annotations
@@ -66,6 +78,7 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -84,6 +97,7 @@ from benchmarks.common import (
 )
 from benchmarks.progress import Relay, as_tracker, worker_tracker
 from harness.progress import report
+from harness.store_encoders import StoreSession, store_encoders
 from harness.workloads.arms import SPECS, ArmSpec, ArmUnavailable, build_arm, require_runnable, select_arms
 from harness.workloads.base import ArmContext, Delivery
 from harness.workloads.runner import BIG_CALL, SharedEncoder
@@ -102,6 +116,7 @@ EXPANSION_PAIR = ("tortoise-eval", "tortoise-eval-noexp")
 STEP_DELIVERED = "longmemeval.delivered.write"
 STEP_HYPOTHESES = "longmemeval.hypotheses.write"
 STEP_RESULTS = "longmemeval.results.write"
+EMBED_MODES = ("store", "per-call")
 WINDOW_PER_WORKER = 2
 EXAMPLE_CHARS = 700
 FENCE = "`" * 3
@@ -325,7 +340,7 @@ def one_question(job: dict[str, Any], track: Any = None) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:
-        with text_encoders() if job["share"] else contextlib.nullcontext({}):
+        with _question_encoders(job):
             res = run_conversation(conv, specs, work, k_values=job["k_values"], quick=job["quick"],
                                    seed=job["seed"], on_delivery=lambda row, probe, d: delivered.__setitem__(row, d),
                                    pm_model=Path(job["pm_model"]) if job["pm_model"] else None,
@@ -358,8 +373,54 @@ def one_question(job: dict[str, Any], track: Any = None) -> dict[str, Any]:
             "abstention": q.abstention, "n_sessions": len(q.sessions), "n_turns": q.n_turns,
             "n_evidence_turns": len(views["turn"]), "n_user_evidence_turns": len(views["turn_user"]),
             "arms": res["arms"], "records": records, "examples": res["examples"], "delivered": lines, "qa": qa,
-            "encoder_cache": {n: c.stats() for n, c in _TEXT_CACHES.items()} if job["share"] else {},
+            "encoder_cache": _cache_stats(job),
             "pid": os.getpid()}
+
+
+_STORE: list[StoreSession] = []
+
+
+def process_store(cfg: dict[str, Any], fault_hook: Callable[[str], None] | None = None) -> StoreSession:
+    """This process's embedding store session for the run's store ``cfg`` (``StoreSession.config()``)."""
+    if not _STORE or _STORE[0].config() != cfg:
+        _STORE[:] = [StoreSession(Path(cfg["root"]), device=cfg["device"], fault_hook=fault_hook)]
+    return _STORE[0]
+
+
+def _question_encoders(job: dict[str, Any]) -> Any:
+    """The encoders of one question: the store (its view refreshed first, what it encoded sealed after) or the
+    per-call caches (``share``)."""
+    if job.get("embed") == "store":
+        session = process_store(job["store"])
+        session.refresh()
+        return store_encoders(session)
+    return text_encoders() if job["share"] else contextlib.nullcontext({})
+
+
+def _cache_stats(job: dict[str, Any]) -> dict[str, Any]:
+    if job.get("embed") == "store":
+        return process_store(job["store"]).stats()
+    return {n: c.stats() for n, c in _TEXT_CACHES.items()} if job["share"] else {}
+
+
+@contextlib.contextmanager
+def embedding_mode(embed: str, share: bool = True, store: dict[str, Any] | None = None,
+                   fault_hook: Callable[[str], None] | None = None) -> Iterator[None]:
+    """The run's encoders in this process: the per-call text caches (fresh at the start, dropped at the end), or
+    the store session for ``store`` (``StoreSession.config()``; default: the default store on this machine's
+    device), compacted when the run ends."""
+    if embed not in EMBED_MODES:
+        raise ValueError(f"--embed {embed!r}: choose {' or '.join(EMBED_MODES)}")
+    if embed == "per-call":
+        with _run_caches(share):
+            yield
+        return
+    session = process_store(store or StoreSession().config(), fault_hook)
+    try:
+        yield
+    finally:
+        _STORE.clear()
+    session.compact()
 
 
 def _new_caches() -> None:
@@ -386,13 +447,16 @@ def _run_caches(share: bool) -> Iterator[None]:
 _EVENTS: Any = None  # a local worker's queue to the parent's progress display, set by _worker_init
 
 
-def _worker_init(share: bool, events: Any = None) -> None:
-    """A spawned worker: one torch thread, as the serial run, its own text caches for the whole run and the
-    parent's progress queue."""
+def _worker_init(share: bool, events: Any = None, store: dict[str, Any] | None = None) -> None:
+    """A spawned worker: one torch thread, as the serial run (not with a GPU store), its own text caches or store
+    session for the whole run, and the parent's progress queue."""
     global _EVENTS
-    set_torch_threads(1)
+    if not (store and store["device"] == "cuda"):
+        set_torch_threads(1)
     _EVENTS = events
-    if share:
+    if store:
+        process_store(store)
+    elif share:
         _new_caches()
 
 
@@ -415,7 +479,7 @@ def _windowed(submit: Callable[[dict[str, Any]], Any], result: Callable[[Any], d
 
 
 def _local_pool(jobs: Iterable[dict[str, Any]], workers: int, share: bool, sampler_box: list[Any],
-                track: Any = None) -> Iterator[dict[str, Any]]:
+                track: Any = None, store: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -425,7 +489,7 @@ def _local_pool(jobs: Iterable[dict[str, Any]], workers: int, share: bool, sampl
     events = ctx.Queue()
     relay = Relay(events, track)  # each worker's arm phases shown in this process's display
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                               initargs=(share, events))
+                               initargs=(share, events, store))
     sampler = _RssSampler(lambda: list(getattr(pool, "_processes", None) or {}))
     sampler_box.append(sampler)
     try:
@@ -450,9 +514,11 @@ def _ray_pool(jobs: Iterable[dict[str, Any]], workers: int, address: str | None)
 
 
 def _ray_question(job: dict[str, Any]) -> dict[str, Any]:
-    """One question in a Ray worker: one torch thread; the worker process keeps its text caches between tasks."""
-    set_torch_threads(1)
-    if job["share"] and not _TEXT_CACHES:
+    """One question in a Ray worker: one torch thread (not with a GPU store); the worker process keeps its text
+    caches or store session between tasks."""
+    if not (job.get("embed") == "store" and job["store"]["device"] == "cuda"):
+        set_torch_threads(1)
+    if job.get("embed") != "store" and job["share"] and not _TEXT_CACHES:
         _new_caches()
     return one_question(job)
 
@@ -908,15 +974,24 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         workers: int = 1, executor: str = "local", address: str | None = None, limit: int | None = None,
         types: Sequence[str] | None = None, quick: bool = False, track: Callable[..., Any] | None = None,
         seed: int = 0, echo: Callable[[str], None] | None = None, fault_hook: Callable[[str], None] | None = None,
-        tmp_dir: Path | None = None, share_encoders: bool = True) -> list[Path]:
+        tmp_dir: Path | None = None, share_encoders: bool = True, embed: str = "store",
+        embed_store: Path | None = None, resume: bool = False, journal_root: Path | None = None) -> list[Path]:
     """Run the designs on LongMemEval and write ``longmemeval.{json,md,png}`` and ``longmemeval/`` (the delivered
     JSONL, hypotheses with an LM) to ``out_dir``, only once every question is done (see the module docstring).
     ``arms`` is ``--arms`` text (``None``: ``default_arms()``); ``limit``/``types`` select questions in file order;
-    ``workers`` processes (``executor="local"``) or Ray tasks (``"ray"``, ``address`` to join a cluster)."""
+    ``workers`` processes (``executor="local"``) or Ray tasks (``"ray"``, ``address`` to join a cluster).
+    ``embed`` is ``"store"`` (the embedding store, at ``embed_store`` or the default folder) or ``"per-call"`` (the
+    earlier caches); ``resume`` continues from the journal of an interrupted run of the same configuration, kept in
+    ``journal_root`` (default ``out_dir``; a caller that writes into a staging folder passes the real one)."""
     from benchmarks.locomo import _check_out_dir, _peak_rss_mb
+    from benchmarks.run_journal import RunJournal
     from harness.workloads.longmemeval import resolve_longmemeval_path
 
-    set_torch_threads(1)
+    if embed not in EMBED_MODES:
+        raise ValueError(f"--embed {embed!r}: choose {' or '.join(EMBED_MODES)}")
+    store = StoreSession(embed_store).config() if embed == "store" else None
+    if not (store and store["device"] == "cuda"):  # a GPU store's encode pass is not pinned to one thread
+        set_torch_threads(1)
     t_start = time.perf_counter()
     track = as_tracker(track)
     _check_out_dir(out_dir)
@@ -945,12 +1020,18 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         raise no_question(src, types)
     if quick and echo:
         echo(f"--quick: the first {n_questions} question(s), quick arm settings")
+    key = _journal_config(src, names, k_values, limit, types, quick, seed, lm, lm_base, lms, reader_prompt, embed,
+                          share_encoders, store)
+    journal = RunJournal(journal_root or out_dir, NAME, key, resume=resume, warn=_warn_line, fault_hook=fault_hook)
+    resumed = len(journal.done)
+    if resume and echo:
+        echo(f"resuming: {resumed} question(s) already done ({journal.dir})")
     work_root = Path(tempfile.mkdtemp(prefix="memsim-longmemeval-", dir=tmp_dir))
     outputs: _Outputs | None = None
     samplers: list[Any] = []
     try:
         with track.phase(f"training AgentFly PM on {len(train)} question(s)") if need_pm else contextlib.nullcontext():
-            pm_model, pm = (_train_pm(train, work_root, seed, quick, fault_hook) if need_pm
+            pm_model, pm = (_journal_pm(journal, train, seed, quick, fault_hook, resume) if need_pm
                             else (None, {"selected": False}))
         del train
         if need_pm and pm_model is None and echo:
@@ -958,24 +1039,27 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         run_names = [n for n in names if not (pm_model is None and (n if isinstance(n, str) else n.name) == "pm")]
         base = {"names": run_names, "work_root": str(work_root), "k_values": tuple(k_values), "quick": quick,
                 "seed": seed, "pm_model": pm_model, "share": share_encoders, "lm": lm, "lm_base": lm_base,
-                "reader_prompt": reader_prompt, "in_worker": False, **lms}
+                "reader_prompt": reader_prompt, "in_worker": False, "embed": embed, "store": store, **lms}
         from harness.workloads.longmemeval import LoadStats, iter_questions
 
         stats = LoadStats()
+        order: list[int] = []
         jobs = ({**base, "question": q} for q in iter_questions(src, stats=stats, limit=_limit(limit, quick),
-                                                                  types=types))
-        used = min(workers, n_questions)
+                                                                  types=types)
+                if not (order.append(q.index) or q.index in journal.done))
+        used = max(1, min(workers, n_questions - len(journal.done)))
+        mode = embedding_mode(embed, share_encoders, store, fault_hook)
         if used == 1 and executor == "local":
-            outcomes: Iterator[dict[str, Any]] = _serial(jobs, track)
-            ctx: Any = _run_caches(share_encoders)
+            fresh: Iterator[dict[str, Any]] = _serial(jobs, track)
         elif executor == "ray":
-            outcomes, ctx = _ray_pool(jobs, used, address), contextlib.nullcontext()
+            fresh = _ray_pool(jobs, used, address)
         else:
-            outcomes, ctx = _local_pool(jobs, used, share_encoders, samplers, track), contextlib.nullcontext()
+            fresh = _local_pool(jobs, used, share_encoders, samplers, track, store)
         outputs = _Outputs(out_dir, fault_hook)
         results: list[dict[str, Any]] = []
         caches: dict[int, dict[str, Any]] = {}
-        with ctx, contextlib.closing(outcomes):
+        outcomes = _in_file_order(fresh, order, journal)
+        with mode, contextlib.closing(outcomes):
             for got in track(outcomes, description="LongMemEval questions", total=n_questions, unit="questions"):
                 outputs.add(got.pop("delivered"))
                 caches[got.pop("pid")] = got.pop("encoder_cache")
@@ -994,7 +1078,8 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
             "arms": arm_names, "arm_classes": list(arm_classes or []), "k": list(k_values), "quick": quick,
             "seed": seed, "workers": used, "executor": executor, "limit": limit,
             "types": list(types) if types else None, "lm": lm, "reader_prompt": reader_prompt,
-            "share_encoders": share_encoders})
+            "share_encoders": share_encoders, "embed": embed,
+            "embed_device": store["device"] if store else None, "resumed_questions": resumed})
         hyps: dict[str, list[dict[str, Any]]] = {}
         if lm:
             payload["qa"] = {"judge": lms["judge_lm"], "rows": qa_rows(results, lms["judge_lm"])}
@@ -1007,13 +1092,71 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         files = [(f"{NAME}.png", _png(payload)),
                  (f"{NAME}.md", render_markdown(payload).encode("utf-8")),
                  (f"{NAME}.json", (json.dumps(_jsonable(payload), indent=2, ensure_ascii=False) + "\n").encode())]
-        return outputs.finish(hyps, files)
+        written = outputs.finish(hyps, files)
+        journal.remove()
+        return written
     except BaseException:
         if outputs is not None:
             outputs.abort()
         raise
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
+
+
+def _warn_line(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr, flush=True)
+
+
+def _journal_config(src: Path, names: Sequence[Any], k_values: Sequence[int], limit: int | None,
+                    types: Sequence[str] | None, quick: bool, seed: int, lm: str | None, lm_base: str | None,
+                    lms: dict[str, Any], reader_prompt: str, embed: str, share: bool,
+                    store: dict[str, Any] | None) -> dict[str, Any]:
+    """Everything a question's outcome depends on (the journal's key): the data file, the arms, the settings,
+    the encoders (the store's device kind) and the code."""
+    from benchmarks.run_journal import file_identity
+    from harness.runs import code_identity
+
+    arms = [n if isinstance(n, str) else f"{n.module}:{n.cls}" for n in names]
+    return {"name": NAME, "data": file_identity(src), "arms": arms, "k": list(k_values), "limit": limit,
+            "types": list(types) if types else None, "quick": quick, "seed": seed, "lm": lm, "lm_base": lm_base,
+            **lms, "reader_prompt": reader_prompt, "embed": embed, "share": share,
+            "device": store["device"] if store else None, "code": code_identity()}
+
+
+def _journal_pm(journal: Any, train: list[Any], seed: int, quick: bool, fault_hook: Callable[[str], None] | None,
+                resume: bool) -> tuple[str | None, dict[str, Any]]:
+    """PM's one training, kept in the journal's folder: a resumed run serves the classifier it trained before."""
+    kept = journal.dir / "pm.json"
+    if resume and kept.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            got = json.loads(kept.read_text(encoding="utf-8"))
+            if got["model"] is None or Path(got["model"]).is_dir():
+                return got["model"], got["info"]
+    pm_model, info = _train_pm(train, journal.dir, seed, quick, fault_hook)
+    write_atomic(kept, json.dumps({"model": pm_model, "info": info}).encode("utf-8"), fault_hook,
+                 "longmemeval.journal.pm")
+    return pm_model, info
+
+
+def _in_file_order(fresh: Iterator[dict[str, Any]], order: list[int], journal: Any) -> Iterator[dict[str, Any]]:
+    """The run's outcomes in file order: the journal's for questions it holds, the fresh ones (each kept in the
+    journal as it arrives, as the resumed run would read it back) for the rest. ``order`` fills as the job
+    generator walks the file (ahead of the outcomes)."""
+    pos = 0
+    try:
+        for got in fresh:
+            while order[pos] != got["index"]:
+                yield journal.done[order[pos]]
+                pos += 1
+            yield journal.append(got["index"], got)
+            pos += 1
+        while pos < len(order):
+            yield journal.done[order[pos]]
+            pos += 1
+    finally:
+        close = getattr(fresh, "close", None)
+        if close is not None:
+            close()
 
 
 def _payload(src: Path, label: dict[str, Any], results: list[dict[str, Any]], agg: dict[str, Any],
@@ -1023,12 +1166,13 @@ def _payload(src: Path, label: dict[str, Any], results: list[dict[str, Any]], ag
     arms of the selection (every one by default) are said absent in ``arm_status`` and ``absent_arms``."""
     import dataclasses
 
-    cache: dict[str, dict[str, int]] = {}
+    cache: dict[str, dict[str, float]] = {}
     for per in caches.values():  # each process's cache counts are cumulative: its last report is its total
         for n, st in per.items():
-            acc = cache.setdefault(n, {"hits": 0, "misses": 0, "texts": 0})
-            for k in acc:
-                acc[k] += st[k]
+            acc = cache.setdefault(n, {})
+            for k, v in st.items():
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    acc[k] = acc.get(k, 0) + v
     skipped = {a: {"counts": {"absent": len(results)}, "reasons": [{"message": LOCOMO_ONLY[a],
                                                                    "questions": len(results), "first": []}]}
                for a in LOCOMO_ONLY if not named or a in named}

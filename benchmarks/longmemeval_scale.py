@@ -156,9 +156,10 @@ def _fit(x0: float, y0: float, x1: float, y1: float) -> tuple[float, float]:
 
 
 def measure_designs(tmp: Path, *, n_questions: int, sessions: Sequence[int], seed: int, quick: bool,
-                    arms: str | None = None, track: Any = None) -> dict[str, Any]:
+                    arms: str | None = None, track: Any = None, embed: str = "store") -> dict[str, Any]:
     """The design run at each haystack size in ``sessions`` (two): per-question wall, per-arm ingest, text-cache
-    counts; the linear-in-turns fit and the projection for S and M."""
+    counts; the linear-in-turns fit and the projection for S and M. ``embed`` is the bench's encoder setting; the
+    store is a fresh one per size (a first run's cost, not a warm store's)."""
     try:
         from benchmarks import longmemeval as B
     except ImportError as e:
@@ -175,7 +176,7 @@ def measure_designs(tmp: Path, *, n_questions: int, sessions: Sequence[int], see
         stamps: list[float] = []  # the start of the questions loop and the end of each question
         t0 = time.perf_counter()
         B.run(out, data=data, arms=arms, limit=n_questions, quick=quick, seed=seed,
-              track=StampedTracker(track, stamps))
+              track=StampedTracker(track, stamps), embed=embed, embed_store=tmp / f"embed-store-{s}")
         wall = time.perf_counter() - t0
         gaps = [y - x for x, y in zip(stamps, stamps[1:], strict=False)]
         res = json.loads((out / "longmemeval.json").read_text(encoding="utf-8"))
@@ -213,7 +214,7 @@ def measure_designs(tmp: Path, *, n_questions: int, sessions: Sequence[int], see
                 for arm in a["arm_ingest_ms"] if arm in b["arm_ingest_ms"]}
     distinct = [p["distinct_texts"] / max(1, p["questions"] * p["turns_per_question"]) for p in points]
     return {
-        "status": "ok", "quick": quick, "points": points,
+        "status": "ok", "quick": quick, "embed": embed, "points": points,
         "model": "linear in turns per question, fitted through the two measured haystack sizes",
         "turn_ratio": b["turns_per_question"] / a["turns_per_question"],
         "wall_fit": wall_fit, "arm_ingest_fit": arms_fit,
@@ -302,8 +303,10 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
         design_sessions: Sequence[int] | None = None, loader_bytes: int | None = None,
         retrievers: Sequence[str] = ("bm25", "minilm"), arms: str | None = None, tmp_dir: Path | None = None,
         protocol_target: int = S_QUESTIONS,
-        fault_hook: Callable[[str], None] | None = None) -> list[Path]:
-    """Run the selected parts and write ``longmemeval-scale.{json,md,png}`` into ``out_dir`` once all are done."""
+        fault_hook: Callable[[str], None] | None = None, embed: str = "store", profile: bool = False) -> list[Path]:
+    """Run the selected parts and write ``longmemeval-scale.{json,md,png}`` into ``out_dir`` once all are done.
+    ``embed`` is the design part's encoder setting (``store`` or ``per-call``); ``profile`` adds where one
+    generated S-shape question's time goes, per arm and phase (``benchmarks.design_profile``)."""
     from benchmarks.common import set_torch_threads
     from benchmarks.worlds import longmemeval as gen
 
@@ -322,7 +325,12 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
             _say(f"designs on {cfg['design_questions']} questions at {cfg['design_sessions']} sessions/question")
             results["designs"] = measure_designs(tmp, n_questions=cfg["design_questions"],
                                                  sessions=cfg["design_sessions"], seed=seed, quick=quick, arms=arms,
-                                                 track=track)
+                                                 track=track, embed=embed)
+        if profile:
+            from benchmarks.design_profile import profile_s_question
+
+            _say("profile of one generated S-shape question")
+            results["profile"] = profile_s_question(tmp, seed=seed, arms=arms, embed=embed)
         if "loader" in parts:
             _say(f"loader peak memory on a generated ~{cfg['loader_bytes'] / 1e9:.1f} GB file")
             results["loader"] = measure_loader(tmp, target_bytes=cfg["loader_bytes"], seed=seed, track=track)
@@ -453,6 +461,10 @@ def render_markdown(payload: dict[str, Any]) -> str:
                                  "yes" if ld["within_level"] else "no"]], ".1f"), "",
                       f"M shape ({ld['sessions_per_question']} sessions per question), read by "
                       f"`iter_questions` in a child process (peak = its {ld['peak_source']}); the file was deleted after.", ""]
+    if payload.get("profile"):
+        from benchmarks.design_profile import render_section
+
+        lines += render_section(payload["profile"])
     m = payload["meta"]
     lines += [f"Machine: {m['machine'].get('cpu', '')} ({m['machine'].get('cpu_count', '')} CPUs); "
               f"wall {m['wall_s']:.0f} s; seed {m['seeds']['seed']}."]

@@ -6,7 +6,9 @@ Two named encoders over the same local weights, each loaded once per process:
   upstream AgentFly's nonparametric selector computes (spec agentfly 3.3).
 
 Both satisfy the ``Encoder`` protocol: ``encode(texts) -> float32 ndarray (n, dim)``. Nothing is downloaded:
-``HF_HUB_OFFLINE=1`` is set and the model path is the package's directory.
+``HF_HUB_OFFLINE=1`` is set and the model path is the package's directory. Both run on the CPU unless built with
+another ``device`` (the embedding store, ``harness.store_encoders``, builds its own on the GPU when there is one);
+the process-wide ones of :func:`get_encoder` are the CPU ones.
 """
 
 from __future__ import annotations
@@ -62,10 +64,11 @@ class MeanPoolingEncoder:
 
     name = "minilm-mean"
 
-    def __init__(self, model_path: Path | None = None, batch_size: int = 64):
+    def __init__(self, model_path: Path | None = None, batch_size: int = 64, device: str = "cpu"):
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(str(model_path or minilm_model_path()), device="cpu")
+        self.device = device
+        self.model = SentenceTransformer(str(model_path or minilm_model_path()), device=device)
         self.dim = int(self.model.get_embedding_dimension()
                        if hasattr(self.model, "get_embedding_dimension")
                        else self.model.get_sentence_embedding_dimension())
@@ -89,13 +92,16 @@ class PoolerEncoder:
 
     name = "minilm-pooler"
 
-    def __init__(self, model_path: Path | None = None, batch_size: int = 64, max_length: int = 256):
+    def __init__(self, model_path: Path | None = None, batch_size: int = 64, max_length: int = 256,
+                 device: str = "cpu"):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
         path = str(model_path or minilm_model_path())
+        self.device = device
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModel.from_pretrained(path)
+        self.model.to(device)
         self.model.eval()
         self.dim = int(self.model.config.hidden_size)
         self.batch_size = batch_size
@@ -112,7 +118,7 @@ class PoolerEncoder:
             for i in range(0, len(items), self.batch_size):
                 batch = self.tokenizer(items[i:i + self.batch_size], padding=True, truncation=True,
                                        max_length=self.max_length, return_tensors="pt")
-                pooled = self.model(**batch).pooler_output
+                pooled = self.model(**{k: v.to(self.device) for k, v in batch.items()}).pooler_output
                 out.append(torch.nn.functional.normalize(pooled, p=2, dim=1).cpu().numpy())
         return np.concatenate(out).astype(np.float32)
 

@@ -20,6 +20,17 @@ for _env, _sub in (("MEMSIM_LOCOMO_DATA", "locomo"), ("MEMSIM_AGENTFLY_DATA", "a
     if not os.environ.get(_env) and (_SIBLING_DATA / _sub).is_dir():
         os.environ[_env] = str(_SIBLING_DATA / _sub)
 
+# The embedding store is state meant to outlive runs (a user cache folder): tests never touch the user's; each test
+# process gets a fresh one, removed when the process ends.
+if not os.environ.get("MEMSIM_EMBED_STORE"):
+    import atexit
+    import shutil
+    import tempfile
+
+    _STORE_DIR = tempfile.mkdtemp(prefix="memsim-test-embed-store-")
+    os.environ["MEMSIM_EMBED_STORE"] = _STORE_DIR
+    atexit.register(shutil.rmtree, _STORE_DIR, True)
+
 try:
     import torch
 

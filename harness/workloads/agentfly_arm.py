@@ -34,6 +34,12 @@ NP (``NPArm``, rows ``np-<pooling>@K``):
   is filled in length-sorted batches (less padding; same vectors up to float noise) and then laid out in bank
   order, and the question is ranked once at the largest K, each driver taking its top-k prefix (``torch.topk`` is
   sorted, so top-4 is the head of top-8).
+- **Embedding store.** While a run's embedding store is active (``harness.store_encoders.active()``, the benches'
+  default), the vectors come from it: NP pooler's keys and queries through the selector's ``key_encoder`` (the
+  store's ``minilm-pooler``: each text alone, equal to the selector's own one-text path), NP mean's through
+  ``harness.embedding.get_encoder`` (the store's ``minilm-mean``), PM's case and query CLS vectors through the
+  retriever's ``vector_encoder`` (the store's ``pm-cls`` for that checkpoint's backbone). The faithful-recompute
+  timing still encodes with the model itself.
 - ``pooling="mean"`` (a named non-faithful variant): the same driver with a selector that ranks by MiniLM
   mean-pooling cosine (``harness.embedding`` ``minilm-mean``, the pooling the model was trained for), cached by
   key text, top-k by ``torch.topk`` like the pooler path; its recompute cost is timed the same way with that
@@ -70,6 +76,7 @@ from agentfly_sim.bank import (
 from agentfly_sim.driver import DriverConfig, NPDriver, PMDriver
 from agentfly_sim.embedding import ranked_results
 from harness.progress import report
+from harness.store_encoders import active
 from harness.workloads.arm_text import dated_line, dated_turns, ids_in_text, turn_snippets
 from harness.workloads.base import ArmContext, Delivery
 from harness.workloads.locomo import Conversation, Probe
@@ -191,6 +198,11 @@ def load_pm_model(folder: Path) -> tuple[Path, dict[str, Any]]:
     if not ckpt.is_file():
         raise ValueError(f"{folder}: PM model folder without its checkpoint {ckpt.name}")
     return ckpt, info
+
+
+def _torch_vectors(encoder: Any) -> Callable[[list[str]], torch.Tensor]:
+    """An ``Encoder`` (numpy rows) as the ``texts -> tensor`` function AgentFly's selectors take."""
+    return lambda texts: torch.from_numpy(encoder.encode(list(texts)))
 
 
 class CapturePlanner:
@@ -346,13 +358,17 @@ class NPArm(_BankArm):
         self.items = load_jsonl(self.bank_path)
         self.pairs = extract_pairs(self.items)
         self.per_text_ms = self._measure_faithful_batch()
+        store = active()
         if self.pooling == "pooler":
             from agentfly_sim.embedding import NpSelector
 
-            selector: Any = NpSelector(cached=True)
-            # warm the cache with length-sorted keys (less padding per batch of 64), then index in bank order;
-            # the second rebuild embeds nothing
-            selector.index.rebuild(sorted(self.pairs, key=lambda p: len(p[0])))
+            if store is not None:
+                selector: Any = NpSelector(cached=True, key_encoder=_torch_vectors(store.encoder("minilm-pooler")))
+            else:
+                selector = NpSelector(cached=True)
+                # warm the cache with length-sorted keys (less padding per batch of 64), then index in bank
+                # order; the second rebuild embeds nothing
+                selector.index.rebuild(sorted(self.pairs, key=lambda p: len(p[0])))
             selector.index.rebuild(self.pairs)
         else:
             selector = MeanPoolSelector()
@@ -381,6 +397,7 @@ class NPArm(_BankArm):
             from harness.embedding import get_encoder
 
             enc = get_encoder("minilm-mean")
+            enc = enc.uncached() if hasattr(enc, "uncached") else enc  # the store's encoder: time the model
             enc.encode(batch[:2])
             started = time.perf_counter()
             enc.encode(batch)
@@ -517,6 +534,9 @@ class PMArm(_BankArm):
         from agentfly_sim.classifier import CaseRetriever
 
         retriever = CaseRetriever(self._checkpoint(), cache_case_vectors=True)
+        store = active()
+        if store is not None:
+            retriever.vector_encoder = _torch_vectors(store.pm_encoder(retriever))
         pool, meta = load_pool(self.bank_path)
         started = time.perf_counter()
         retriever.case_vectors(sorted(pool, key=len))  # warm the case-vector cache in length-sorted batches

@@ -8,7 +8,11 @@ Mapping choices:
   writer, capture promotes and runs the ingest dream, MiniLM embeddings, cached exact search), fixed seed and a
   step clock (so ids and timestamps are reproducible). The encoder is the store's own ``MiniLMEncoder`` behind
   ``PrecomputedEncoder``: the arm encodes every turn and point text it is about to capture in one batched call,
-  and capture's many one-text calls then read that cache (same vectors up to batch float noise).
+  and capture's many one-text calls then read that cache (same vectors up to batch float noise). While a run's
+  embedding store is active (``harness.store_encoders.active()``, the benches' default ``embed="store"``), the
+  encoder behind that cache is the store's ``minilm-mean`` instead (the same model and pooling: each text read
+  from the store or encoded alone, on the store's device), so a text any arm or earlier run encoded is not
+  encoded again.
 - **Capture.** One ``capture_session`` per LoCoMo session, in order, with ``session_id = "<sample_id>-s<index>"``.
   The conversation handed to capture is the session's turns as ``{"role": <speaker name>, "content": <text,
   plus " [shared a photo: <caption>]">}``: the speakers are two people, not a user and an assistant, so the role
@@ -199,9 +203,11 @@ class TortoiseArm:
         if self.open_row is not None:
             self.rows = (*self.rows, self.open_row)
         self.extractor: Any = self._make_extractor(ctx, lm_kwargs)
+        from harness.store_encoders import active
         from tortoise_sim.embed import MiniLMEncoder
 
-        self.encoder = PrecomputedEncoder(MiniLMEncoder())
+        store = active()
+        self.encoder = PrecomputedEncoder(store.encoder("minilm-mean") if store is not None else MiniLMEncoder())
         self.t = Tortoise(None, clock=StepClock(datetime(2026, 3, 1, 9, 0, tzinfo=UTC)), seed=ctx.seed,
                           extractor=self.extractor, encoder=self.encoder)
         self.conversation: Conversation | None = None

@@ -230,7 +230,7 @@ def test_shared_encoder_cache_changes_no_result(tmp_path: Path) -> None:
     data.write_text(json.dumps([_tiny("conv-a")]))
     for share in (False, True):
         mod.run(tmp_path / f"out-{share}", data=data, arms="mean,hybrid,np-mean", k_values=(1, 2),
-                share_encoders=share)
+                share_encoders=share, embed="per-call")  # the earlier per-call cache, by name
     assert not any(isinstance(e, SharedEncoder) for e in embedding._CACHE.values())  # plain encoders are back
 
     def strip(path: Path) -> list[dict]:

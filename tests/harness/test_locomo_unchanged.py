@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from tests.harness.locomo_arms_fixture import tiny_conversation
@@ -50,21 +51,26 @@ def locomo_file(path: Path) -> Path:
     return path
 
 
-def comparable_run(tmp: Path) -> dict[str, Any]:
+def comparable_run(tmp: Path, embed: str = "per-call") -> dict[str, Any]:
     """The quick LoCoMo bench on the fixture file, reduced to what must not change (``comparable``)."""
     from benchmarks import locomo as mod
 
     out = tmp / "out"
-    mod.run(out, quick=True, data=locomo_file(tmp / "tiny.json"), arms=ARMS, k_values=(2, 4), workers=1)
+    mod.run(out, quick=True, data=locomo_file(tmp / "tiny.json"), arms=ARMS, k_values=(2, 4), workers=1,
+            embed=embed, embed_store=tmp / "store")
     def read(path: Path) -> Any:  # the run folder's own path is not a result
         return json.loads(path.read_text(encoding="utf-8").replace(str(tmp), "<tmp>"))
 
     return mod.comparable({"payload": read(out / "locomo.json"), "conversation": read(out / "locomo" / "tiny-1.json")})
 
 
-def test_locomo_quick_results_equal_the_pre_change_snapshot(tmp_path: Path) -> None:
+@pytest.mark.parametrize("embed", ["per-call", "store"])
+def test_locomo_quick_results_equal_the_pre_change_snapshot(tmp_path: Path, embed: str) -> None:
+    """Both encoder settings: the earlier per-call cache and the embedding store deliver the same texts, rankings
+    and metrics as the code before either existed."""
     expected = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
-    got = json.loads(json.dumps(comparable_run(tmp_path)))
+    got = json.loads(json.dumps(comparable_run(tmp_path, embed)))
+    assert got["payload"]["config"].pop("embed") == embed
     assert got["payload"]["config"] == expected["payload"]["config"]
     assert got["payload"]["aggregate"] == expected["payload"]["aggregate"]
     assert got["conversation"]["records"] == expected["conversation"]["records"]
