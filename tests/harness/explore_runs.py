@@ -98,8 +98,30 @@ _MAKERS = {"locomo": locomo_quick, "lme": lme_generated, "tiny": tiny}
 
 
 def cached(kind: str, factory: pytest.TempPathFactory) -> Capture:
-    """The run ``kind`` (``locomo``, ``lme``, ``tiny``), made once per test process and shared by the test
-    modules that ask for it (a skip, for LoCoMo without its data, is raised again each time)."""
-    if kind not in _CACHE:
-        _CACHE[kind] = _MAKERS[kind](factory.mktemp(kind))
-    return _CACHE[kind]
+    """The run ``kind`` (``locomo``, ``lme``, ``tiny``), made once per test session and shared by the test modules
+    and worker processes that ask for it: the first maker holds a lock in the session's temporary folder (the one
+    pytest-xdist's workers share, as its documentation shows for session fixtures) and leaves the run and a pickle
+    of its capture there; the others read them. A skip (LoCoMo without its data) is raised again each time."""
+    import fcntl
+    import os
+    import pickle
+    import shutil
+
+    if kind in _CACHE:
+        return _CACHE[kind]
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder = root / f"explore-run-{kind}"
+    with open(root / f"explore-run-{kind}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = folder / "capture.pickle"
+        if done.exists():
+            cap = pickle.loads(done.read_bytes())
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            cap = _MAKERS[kind](folder)
+            done.write_bytes(pickle.dumps(cap))
+    _CACHE[kind] = cap
+    return cap
