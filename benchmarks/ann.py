@@ -34,6 +34,7 @@ from benchmarks.common import (
     percentile,
     write_results,
 )
+from benchmarks.progress import as_tracker
 from tortoise_sim.ann import DEFAULT_EF_CONSTRUCTION as EF_CONSTRUCTION
 
 CHUNK = 10_000
@@ -367,28 +368,46 @@ def render_md(payload: dict[str, Any]) -> str:
 
 
 def make_figure(payload: dict[str, Any]) -> Any:
+    """Test recall@8 against search p50 per HNSW run, one panel per size; each point labelled with its efSearch
+    (labels placed apart); the exact scan's p50 and the recall target as lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    from benchmarks.plotting import place_labels
 
     sizes = payload["sizes"]
-    fig, axes = plt.subplots(1, len(sizes), figsize=(5.2 * len(sizes), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5.6 * len(sizes), 4.6), squeeze=False)
+    points: list[tuple[Any, list[float], list[float], list[str]]] = []
     for ax, s in zip(axes[0], sizes, strict=True):
+        lx: list[float] = []
+        ly: list[float] = []
+        lt: list[str] = []
         for run in s["hnsw"]:
             xs = [r["test"]["p50_ms"] for r in run["sweep"]]
             ys = [r["test"]["recall_at_8"] for r in run["sweep"]]
             ax.plot(xs, ys, marker="o", label=f"HNSW M={run['M']}")
-            for r, x, y in zip(run["sweep"], xs, ys, strict=True):
-                ax.annotate(str(r["efSearch"]), (x, y), fontsize=7, textcoords="offset points", xytext=(3, -8))
+            lx += xs
+            ly += ys
+            lt += [str(r["efSearch"]) for r in run["sweep"]]
         ax.axvline(s["exact_flat"]["p50_ms"], color="grey", ls="--", label="exact flat p50")
         ax.axhline(TARGET_RECALL, color="red", ls=":", lw=1, label=f"recall {TARGET_RECALL}")
         ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        lo = min(ly)
+        ax.set_ylim(lo - (1.0 - lo) * 0.08, 1.0 + (1.0 - lo) * 0.12)
         ax.set_xlabel("search p50 per query (ms, log)")
         ax.set_ylabel(f"recall@{K} (test)")
         ax.set_title(f"N = {s['n']:,} (labels: efSearch)")
         ax.legend(fontsize=7, loc="lower right")
+        points.append((ax, lx, ly, lt))
     fig.tight_layout()
+    for ax, lx, ly, lt in points:
+        place_labels(ax, lx, ly, lt, marker_pt=3.5)
     return fig
 
 
@@ -404,11 +423,14 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, points: Sequence[i
             raise ValueError(f"--points must be more than {K}, got {n}")
     ef_values = EF_SWEEP[:4] if quick else EF_SWEEP
     res = []
-    for n in sorted(sizes):
+    track = as_tracker(track)
+    for n in track(sorted(sizes), description="ANN sizes"):
         missing = sum(not (cache_dir(seed) / f"base-{k:05d}.npy").exists() for k in range((n + CHUNK - 1) // CHUNK))
         echo(f"N={n}: vectors (cache {cache_dir(seed)}; {missing * CHUNK:,} sentences to embed first)")
-        base_vectors(seed, n)
-        res.append(measure_size(seed, n, M_SWEEP, ef_values, echo))
+        with track.phase(f"N={n:,}: embedding {missing * CHUNK:,} sentences (cached after)"):
+            base_vectors(seed, n)
+        with track.phase(f"N={n:,}: HNSW builds and the efSearch sweep"):
+            res.append(measure_size(seed, n, M_SWEEP, ef_values, echo))
     meta = {"machine": machine_description(), "seeds": {"sentences": seed}, "quick": quick, "queries": 300,
             "k": K, "chunk": CHUNK, "ef_sweep": list(ef_values), "m_sweep": list(M_SWEEP),
             "ef_construction": EF_CONSTRUCTION, "cache": str(cache_dir(seed)),

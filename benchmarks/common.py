@@ -7,14 +7,14 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmarks.progress import Tracker, as_tracker, progress_bar  # noqa: F401  (progress_bar re-exported)
 from harness.atomic import write_atomic  # noqa: F401  (re-exported: the benchmarks import it from here)
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -148,38 +148,11 @@ def no_progress(it: Any, description: str = "", total: int | None = None) -> Any
     return it
 
 
-def start_run(track: Callable[..., Any] | None) -> tuple[Callable[..., Any], float]:
-    """The start of a benchmark's ``run``: one torch thread, ``track`` (or :func:`no_progress`) and the start time
-    (``time.perf_counter``) of the run's wall clock."""
+def start_run(track: Callable[..., Any] | None) -> tuple[Tracker, float]:
+    """The start of a benchmark's ``run``: one torch thread, ``track`` as a :class:`~benchmarks.progress.Tracker`
+    (``None``: no display) and the start time (``time.perf_counter``) of the run's wall clock."""
     set_torch_threads(1)
-    return track or no_progress, time.perf_counter()
-
-
-@contextmanager
-def progress_bar(enabled: bool = True) -> Iterator[Callable[..., Any]]:
-    """Yield ``track(iterable, description, total=None)`` backed by one rich Progress (a no-op when disabled)."""
-    if not enabled:
-        yield no_progress
-        return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    # on stderr: stdout keeps only the benchmark's own lines and the paths it wrote; the remaining time (ETA) is
-    # shown whenever a loop knows its total
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TimeRemainingColumn(), transient=False, console=Console(stderr=True)) as prog:
-
-        def track(it, description: str = "", total: int | None = None):
-            yield from prog.track(it, description=description, total=total)
-
-        yield track
+    return as_tracker(track), time.perf_counter()
 
 
 def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[list[float], Any]:

@@ -615,14 +615,20 @@ def _figure(p: dict[str, Any]) -> Any:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.3))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5.4))
     ax = axes[0]
     rows = p["np"]["rows"]
     n = [r["n_cases"] for r in rows]
     meas = [r for r in rows if r.get("np_faithful_measured")]
-    ax.plot(n, [r["np_faithful_ms"] for r in rows], "o--", color="tab:red", label="NP faithful (dashed: extrap.)")
-    ax.plot([r["n_cases"] for r in meas], [r["np_faithful_ms"] for r in meas], "o-", color="tab:red")
+    extrap = [r for r in rows if not r.get("np_faithful_measured")]
+    ax.plot(n, [r["np_faithful_ms"] for r in rows], "--", color="tab:red")
+    ax.plot([r["n_cases"] for r in meas], [r["np_faithful_ms"] for r in meas], "o-", color="tab:red",
+            label="NP faithful (measured)")
+    if extrap:  # extrapolated from the measured per-text cost: hollow, never drawn like a measurement
+        ax.plot([r["n_cases"] for r in extrap], [r["np_faithful_ms"] for r in extrap], "o", mfc="white",
+                color="tab:red", label="NP faithful (extrapolated, dashed)")
     ax.plot(n, [r["np_cached_ms"] for r in rows], "s-", color="tab:blue", label="NP cached")
     ax.plot(n, [r["np_cached_index_ms"] for r in rows], "s:", color="tab:blue", label="NP cached (index side)")
     ax.plot(n, [r["numpy_bound_incl_encode_ms"] for r in rows], "^-", color="tab:green",
@@ -637,7 +643,7 @@ def _figure(p: dict[str, Any]) -> Any:
     ax.set_xlabel("cases in bank")
     ax.set_ylabel("ms per query (median)")
     ax.set_title("AgentFly selectors")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)  # below: no line under it
     ax.grid(alpha=0.3, which="both")
     ax = axes[1]
     tor = p.get("tortoise") or {}
@@ -655,6 +661,9 @@ def _figure(p: dict[str, Any]) -> Any:
         ax.axhline(50, color="grey", ls=":", label="50 ms level")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "Tortoise section skipped", ha="center", va="center", transform=ax.transAxes)

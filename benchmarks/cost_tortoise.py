@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import percentile
+from benchmarks.progress import as_tracker
 from benchmarks.worlds import CBRWorld
 
 
@@ -89,14 +90,16 @@ def tortoise_section(sizes: list[int], *, quick: bool, seed: int, tmp: Path, tra
     windows = [[{"role": "user", "content": q}] for q in world.queries(n_calls + 1, seed=seed + 55).questions()]
     rows: list[dict[str, Any]] = []
     ms_per_point: float | None = None
-    for n in sizes:
+    track = as_tracker(track)
+    for n in track(sizes, description="Tortoise volunteering sizes"):
         if ms_per_point is not None and ms_per_point * n / 1000.0 > build_budget_s:
             rows.append({"points": n, "projected_build_s": ms_per_point * n / 1000.0, "extrapolated": True})
             continue
         facts = _facts(world, n, seed)
         encoder = PrecomputedMiniLM()
         t0 = time.perf_counter()
-        encoder.precompute(facts)
+        with track.phase(f"embedding {len(set(facts)):,} facts for {n:,} points"):
+            encoder.precompute(facts)
         embed_s = time.perf_counter() - t0
         t = Tortoise(tmp / f"tortoise_{n}", config=SimConfig(), encoder=encoder, clock=StepClock(), seed=seed)
         try:

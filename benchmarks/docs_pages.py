@@ -8,6 +8,7 @@ README's generated blocks (:mod:`benchmarks.readme_blocks`), the Results entries
 is typed by hand, so re-running a benchmark with ``--out benchmarks/results`` and then this module updates them.
 
     python -m benchmarks.docs_pages            # rewrite every page, figure and README block
+    python -m benchmarks.docs_pages --figures  # first draw every results figure again from its JSON
     python -m benchmarks.docs_pages --check    # exit 1 when any of them differs from its render
 
 A page whose JSON is absent is left out (and its nav entry says so only by its absence from the index page);
@@ -158,6 +159,18 @@ def _longmemeval_scale(p: dict[str, Any]) -> str:
     return longmemeval_scale.render_markdown(p)
 
 
+def _stats_coverage(p: dict[str, Any]) -> str:
+    from benchmarks import stats_coverage
+
+    return stats_coverage.render_markdown(p)
+
+
+def _stats_speed(p: dict[str, Any]) -> str:
+    from benchmarks import stats_speed
+
+    return stats_speed.render_markdown(p)
+
+
 @dataclass(frozen=True)
 class Page:
     """One results page: where it goes, its title, the JSON files it renders and how to re-measure them."""
@@ -256,10 +269,19 @@ PAGES: tuple[Page, ...] = (
          "roles and the official user-only view), tokens, per question type, Tortoise's expansion pair."),
     Page("longmemeval-scale", "LongMemEval at scale", (("longmemeval-scale", _longmemeval_scale),),
          "python -m benchmarks.longmemeval_scale --protocol-questions 40 --design-questions 2 --out "
-         "benchmarks/results (the committed sizes; `memsim bench longmemeval-scale` runs the full ones)",
+         "benchmarks/results",
          "The official protocol's wall time on an S-shaped generated file, the design run's cost per question and "
          "per distinct text with projections for S and M, and the streaming loader's peak memory on a multi-GB "
-         "file."),
+         "file. The command below re-measures the committed sizes; `memsim bench longmemeval-scale` runs the full "
+         "ones."),
+    Page("stats-coverage", "Statistics checks: coverage and false positives", (("stats-coverage", _stats_coverage),),
+         "python -m benchmarks.stats_coverage --out benchmarks/results",
+         "How often each 95% interval covers the truth and how often the paired randomization test rejects a true "
+         "null, on simulated per-probe results shaped like LoCoMo's and LongMemEval's; paired differences method by "
+         "method."),
+    Page("stats-speed", "Statistics speed", (("stats-speed", _stats_speed),),
+         "python -m benchmarks.stats_speed --out benchmarks/results",
+         "The time a full LoCoMo design run's headline intervals and paired comparisons take, against its level."),
 )
 
 _FENCE = re.compile(r"^(```|~~~)")
@@ -399,6 +421,68 @@ def render_all(results: Path = RESULTS_DIR) -> dict[Path, bytes]:
     return out
 
 
+FIGURES: dict[str, tuple[str, str, str | None]] = {
+    "ann": ("benchmarks.ann", "make_figure", None),
+    "cbr-loop": ("benchmarks.cbr_loop", "_figure", None),
+    "cost": ("benchmarks.cost", "_figure", None),
+    "engines": ("benchmarks.engines", "plot", None),
+    "ep_scaling": ("benchmarks.ep_scaling", "plot", "rows"),
+    "hosts": ("benchmarks.hosts", "figure", None),
+    "locomo": ("benchmarks.locomo", "figure", None),
+    "locomo-paper": ("benchmarks.locomo_paper", "figure", None),
+    "longmemeval": ("benchmarks.longmemeval", "figure", None),
+    "longmemeval-protocol": ("benchmarks.longmemeval_protocol", "_figure", None),
+    "longmemeval-scale": ("benchmarks.longmemeval_scale", "figure", None),
+    "selectors": ("benchmarks.selectors", "_figure", "rows"),
+    "serve": ("benchmarks.serve", "figure", None),
+    "sweep-": ("benchmarks.sweep", "figure", None),
+}
+"""Results name (``sweep-`` covers every sweep) -> the module and function that draw its figure from the JSON
+(``key``: the function takes that part of the payload; ``None``: the whole payload), as the benchmark's run does."""
+FIGURE_DPI = 110
+
+
+def figure_png(name: str, payload: dict[str, Any]) -> bytes | None:
+    """The PNG of results ``name`` drawn from ``payload`` by the benchmark's own figure function (``None``: the
+    benchmark has no figure)."""
+    import importlib
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    entry = FIGURES.get(name) or next((v for k, v in FIGURES.items() if k.endswith("-") and name.startswith(k)),
+                                      None)
+    if entry is None:
+        return None
+    module, func, key = entry
+    fig = getattr(importlib.import_module(module), func)(payload[key] if key else payload)
+    if fig is None:
+        return None
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=FIGURE_DPI, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def render_figures(results: Path = RESULTS_DIR) -> dict[Path, bytes]:
+    """Every ``<name>.png`` of ``results`` that has a figure function, drawn again from its ``<name>.json``
+    (nothing re-measured); the pages then copy them (``--figures`` writes them, then renders the pages)."""
+    out: dict[Path, bytes] = {}
+    for path in sorted(results.glob("*.json")):
+        try:
+            data = figure_png(path.stem, json.loads(path.read_text(encoding="utf-8")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: cannot draw its figure ({type(exc).__name__}: {exc})") from None
+        if data is not None:
+            out[path.with_suffix(".png")] = data
+    return out
+
+
 def stale(files: dict[Path, bytes]) -> list[Path]:
     """The generated files whose content on disk differs from their render."""
     return [p for p, data in files.items() if not p.exists() or p.read_bytes() != data]
@@ -408,10 +492,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="only compare; exit 1 when a page or README block is stale")
     ap.add_argument("--results", type=Path, default=RESULTS_DIR, help="results folder (default: benchmarks/results)")
+    ap.add_argument("--figures", action="store_true",
+                    help="first draw every results figure (<name>.png) again from its JSON, then render the pages")
     a = ap.parse_args(argv)
     from benchmarks import readme_blocks
 
     try:
+        if a.figures and not a.check:
+            for p, data in render_figures(a.results).items():
+                if not p.exists() or p.read_bytes() != data:
+                    p.write_bytes(data)
+                    print(f"wrote {p.relative_to(ROOT) if p.is_relative_to(ROOT) else p}")
         files = render_all(a.results)
         readme_old = readme_blocks.README.read_text(encoding="utf-8")
         readme_new = readme_blocks.render(readme_old, a.results)

@@ -39,6 +39,7 @@ import shutil
 import tempfile
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ import numpy as np
 
 from benchmarks.common import default_out_dir, machine_description, md_table, meta_block, write_results
 from benchmarks.cost import NP_CACHED_LEVEL_X, np_shipped_ratio, np_synthetic_ratio
+from benchmarks.progress import as_tracker
 
 NAME = "engines"
 
@@ -447,17 +449,23 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Any = None,
     t_start = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="engines_"))
     res: dict[str, Any] = {}
+    steps: list[tuple[str, str, Callable[[], Any]]] = [
+        ("ep", f"EP engine on the {sizes['ep']:,}-factor ep_scaling graph", lambda: ep_section(sizes["ep"], seed)),
+        ("dream", f"dream pass at {sizes['dream']:,} factors (before, after)",
+         lambda: dream_section(sizes["dream"], seed, tmp)),
+        ("cache", f"caches at {sizes['cache']:,} points",
+         lambda: cache_section(sizes["cache"], seed, tmp, sizes["repeats"])),
+        ("np_bank", "NP on the shipped bank", lambda: np_bank_section(sizes["np_q"], sizes["np_f"])),
+        ("np_index", f"NP index side at {sizes['np_index']:,} cases",
+         lambda: np_index_section(sizes["np_index"], 30, seed)),
+    ]
     try:
-        echo(f"engines: EP engine on the {sizes['ep']:,}-factor ep_scaling graph ...")
-        res["ep"] = ep_section(sizes["ep"], seed)
-        echo(f"engines: dream pass at {sizes['dream']:,} factors (before, after) ...")
-        res["dream"] = dream_section(sizes["dream"], seed, tmp)
-        echo(f"engines: caches at {sizes['cache']:,} points ...")
-        res["cache"] = cache_section(sizes["cache"], seed, tmp, sizes["repeats"])
-        echo("engines: NP on the shipped bank ...")
-        res["np_bank"] = np_bank_section(sizes["np_q"], sizes["np_f"])
-        echo(f"engines: NP index side at {sizes['np_index']:,} cases ...")
-        res["np_index"] = np_index_section(sizes["np_index"], 30, seed)
+        with as_tracker(track).phase("engines sections", total=len(steps)) as ph:
+            for key, label, step in steps:
+                echo(f"engines: {label} ...")
+                ph.update(status=label)
+                res[key] = step()
+                ph.update(advance=1)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     res["levels"] = levels(res, *_beside(out_dir))

@@ -52,10 +52,10 @@ from benchmarks.common import (
     machine_description,
     md_table,
     meta_block,
-    progress_bar,
     write_results,
 )
 from benchmarks.ep_scaling import store_state as _store_state
+from benchmarks.progress import given_or_own
 
 NAME = "ep-engine"
 DREAM_BEFORE = {"ep_engine": "batched", "store_io": "unwind", "scope": "graph", "edge_write": "update"}
@@ -507,7 +507,8 @@ def _second_dream_only(args: argparse.Namespace) -> list[Path]:
     return paths
 
 
-def main(argv: list[str] | None = None) -> list[Path]:
+def main(argv: list[str] | None = None, track: Any = None) -> list[Path]:
+    """The command line (``track``: the caller's progress display; without one the run opens its own)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="300-factor run_ep, 1,000-factor dream, one repeat")
     ap.add_argument("--seed", type=int, default=0)
@@ -537,8 +538,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
     tmp = Path(tempfile.mkdtemp(prefix="ep_engine_"))
     res: dict[str, Any] = {}
     try:
-        with progress_bar() as track:
-            for step in track(["ep", "eig", "dream", "second_dream"], description="ep-engine"):
+        with given_or_own(track) as shown:
+            for step in shown(["ep", "eig", "dream", "second_dream"], description="ep-engine"):
                 if step == "ep":
                     res["ep"] = ep_section(sizes["ep"], args.seed, repeat)
                 elif step == "eig":

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import default_out_dir, machine_description, md_table, meta_block, write_results
+from benchmarks.progress import given_or_own
 from tortoise_sim import dream as dr
 from tortoise_sim.config import SimConfig
 from tortoise_sim.ep import gauss_jacobi_nodes, run_ep
@@ -173,8 +174,11 @@ def plot(rows: list[dict[str, Any]]) -> Any:
     ax1.set_title("Time per dream pass")
     ax1.legend()
     ax1.grid(True, which="both", alpha=0.3)
-    ax2.semilogx(f, [r["passes"][0]["iterations"] for r in rows], "o-", label="dream (censoring on)")
-    ax2.semilogx(f, [r["plain_iterations"] for r in rows], "s--", label="plain EP (no censoring)")
+    # equal counts would hide one series under the other: the dream's markers are large and hollow, plain EP's
+    # small and filled, so a shared point shows both
+    ax2.semilogx(f, [r["passes"][0]["iterations"] for r in rows], "o-", markersize=10, mfc="white", mew=1.5,
+                 label="dream (censoring on)")
+    ax2.semilogx(f, [r["plain_iterations"] for r in rows], "s--", markersize=5, label="plain EP (no censoring)")
     ax2.axhline(50, color="grey", lw=0.8, ls=":", label="max_iter")
     ax2.set_xlabel("factors in the window")
     ax2.set_ylabel("iterations")
@@ -212,7 +216,8 @@ def render_markdown(payload: dict[str, Any]) -> str:
     return md
 
 
-def main(argv: list[str] | None = None) -> list[Path]:
+def main(argv: list[str] | None = None, track: Any = None) -> list[Path]:
+    """The command line (``track``: the caller's progress display; without one the run opens its own)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="100 and 1,000 factors, one repeat")
     ap.add_argument("--seed", type=int, default=0)
@@ -223,13 +228,14 @@ def main(argv: list[str] | None = None) -> list[Path]:
     tmp = Path(tempfile.mkdtemp(prefix="ep_scaling_"))
     rows = []
     try:
-        for n in sizes:
-            repeat = 1 if (args.quick or n >= 10000) else 3
-            print(f"ep_scaling: {n} factors x {repeat} ...", flush=True)
-            rows.append(measure(n, args.seed, repeat, tmp))
-            r = rows[-1]
-            print(f"  pass {r['wall_median_s']:.2f} s, iterations {r['passes'][0]['iterations']} "
-                  f"(plain {r['plain_iterations']}), converged {r['passes'][0]['converged']}", flush=True)
+        with given_or_own(track) as shown:
+            for n in shown(sizes, description="ep_scaling sizes"):
+                repeat = 1 if (args.quick or n >= 10000) else 3
+                print(f"ep_scaling: {n} factors x {repeat} ...", flush=True)
+                rows.append(measure(n, args.seed, repeat, tmp))
+                r = rows[-1]
+                print(f"  pass {r['wall_median_s']:.2f} s, iterations {r['passes'][0]['iterations']} "
+                      f"(plain {r['plain_iterations']}), converged {r['passes'][0]['converged']}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     meta = {"machine": machine_description(), "seeds": {"graph": args.seed}, "quick": args.quick,

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import machine_description, md_table, meta_block, percentile, start_run, write_results
+from benchmarks.progress import as_tracker
 
 NAME = "hosts"
 CELLS = ("none", "cold", "served", "hung")
@@ -201,12 +202,14 @@ def latency_cells(host: str, root: Path, *, runs: int, prompts: int, isolation: 
     sockdir = Path(tempfile.mkdtemp(prefix="mwb-"))
     cells = {c: _Cell(c, host, root / c, sockdir, exe) for c in CELLS}
     out: dict[str, Any] = {"runs": runs, "prompts": prompts, "sessions": [], "prepare": {}}
+    tracker = as_tracker(track)
     try:
-        for c in CELLS:
-            out["prepare"][c] = cells[c].prepare()
-        out["warmup"] = cells["served"].session(PROMPTS[:1], isolation, label="warmup")
-        out["prepare"]["hung"].append(cells["hung"].hang())
-        for r in track(range(runs), description=f"{host}: latency cells", total=runs):
+        with tracker.phase(f"{host}: preparing the latency cells"):
+            for c in CELLS:
+                out["prepare"][c] = cells[c].prepare()
+            out["warmup"] = cells["served"].session(PROMPTS[:1], isolation, label="warmup")
+            out["prepare"]["hung"].append(cells["hung"].hang())
+        for r in tracker(range(runs), description=f"{host}: latency cells", total=runs):
             order = CELLS[r % len(CELLS):] + CELLS[:r % len(CELLS)]
             for c in order:
                 res = cells[c].session(PROMPTS[:prompts], isolation, label=f"r{r}")
@@ -461,10 +464,13 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable[..
     latency: dict[str, Any] = {}
     try:
         jobs = [(n, h) for n in names for h in have if h in load_scenario(known[n]).run_hosts]
-        for n, h in track(jobs, description="scenarios", total=len(jobs)):
-            scn = load_scenario(known[n])
-            res = run_scenario(scn, h, work / "scenarios" / n, memsim_exe=exe, isolation=isolation)
-            scen.append(_scenario_entry(res))
+        with track.phase("scenarios", total=len(jobs)) as ph:
+            for n, h in jobs:
+                ph.update(status=f"{n} on {h}")
+                scn = load_scenario(known[n])
+                res = run_scenario(scn, h, work / "scenarios" / n, memsim_exe=exe, isolation=isolation)
+                scen.append(_scenario_entry(res))
+                ph.update(advance=1)
         for h in have:
             pick = ["pointer-delivery", *[n for n in names if n != "pointer-delivery"]]
             for n in pick:
@@ -642,6 +648,8 @@ def figure(p: dict[str, Any]) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks.plotting import grouped_bars, zero_legend_handle
+
     hosts = [h for h in p["options"]["hosts"] if h in p["latency"]]
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), gridspec_kw={"width_ratios": [2, 2, 1.2]})
     width = 0.8 / max(1, len(CELLS))
@@ -665,8 +673,13 @@ def figure(p: dict[str, Any]) -> Any:
         ax.grid(axis="y", alpha=0.3)
     axes[0].legend(fontsize=8)
     shares = [(p["tokens"].get(h) or {}).get("named") for h in hosts]
-    axes[2].bar(range(len(hosts)), [100 * s["share"] if s else 0 for s in shares], color="tab:purple")
-    axes[2].set_xticks(range(len(hosts)), hosts)
+    vals = [100 * s["share"] if s else None for s in shares]
+    # a host without a measured share says n/a (not a zero bar); a measured zero is a stroke on the axis
+    if grouped_bars(axes[2], hosts, [("memory share", vals, "tab:purple")]):
+        axes[2].legend(handles=[zero_legend_handle()], fontsize=7)
+    for i, v in enumerate(vals):
+        if v is None:
+            axes[2].text(i, 0, "n/a", ha="center", va="bottom", fontsize=8)
     axes[2].set_ylabel("% of the request's text tokens")
     axes[2].set_title("memory's share (pointer-delivery)")
     axes[2].grid(axis="y", alpha=0.3)

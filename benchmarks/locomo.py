@@ -25,17 +25,15 @@ and the metrics are documented in their modules; nothing here depends on which c
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
-import queue
 import re
 import resource
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +47,7 @@ from benchmarks.common import (
     write_atomic,
     write_results,
 )
+from benchmarks.progress import Relay, Tracker, as_tracker, worker_tracker
 from harness.workloads.arms import SPECS, parse_arms, require_runnable, select_arms
 from harness.workloads.locomo import (
     CATEGORY_NAMES,
@@ -357,47 +356,53 @@ def _n(rows: dict[str, Any], c: int) -> int:
 
 
 def figure(payload: dict[str, Any]) -> Any:
+    """Evidence recall vs cl100k tokens per row (log x; labels placed apart), and evidence recall per LoCoMo
+    category (a measured zero is a stroke on the axis; a category without scored probes has no mark)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks.plotting import grouped_bars, place_labels, zero_legend_handle
+
     rows = payload["aggregate"]["rows"]
     order = [r for r in _order(rows) if rows[r]["headline"]["evidence_recall"] is not None]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [1, 1.3]})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6.5), gridspec_kw={"width_ratios": [1, 1.3]})
     arms = list(dict.fromkeys(rows[r]["arm"] for r in order))
     cmap = plt.get_cmap("tab20")
     colors = {a: cmap(i % 20) for i, a in enumerate(arms)}
-    for j, r in enumerate(order):
+    xs, ys = [], []
+    for r in order:
         h = rows[r]["headline"]
         kind = SPECS[rows[r]["arm"]].kind if rows[r]["arm"] in SPECS else "design"
-        x = max(1.0, h.get("tokens_cl100k_mean") or h["tokens_mean"] or 1.0)
-        ax1.scatter([x], [h["evidence_recall"]], color=colors[rows[r]["arm"]], marker="s" if kind == "design" else "o",
-                    s=55, edgecolors="black", linewidths=0.5)
-        ax1.annotate(r, (x, h["evidence_recall"]), fontsize=7, xytext=(5, 4 if j % 2 else -9),
-                     textcoords="offset points")
+        xs.append(max(1.0, h.get("tokens_cl100k_mean") or h["tokens_mean"] or 1.0))
+        ys.append(h["evidence_recall"])
+        ax1.scatter([xs[-1]], [ys[-1]], color=colors[rows[r]["arm"]], marker="s" if kind == "design" else "o",
+                    s=55, edgecolors="black", linewidths=0.5, zorder=3)
     ax1.set_xscale("log")
     ax1.set_xlabel("delivered tokens per probe (cl100k_base, log)")
     ax1.set_ylabel("evidence recall of delivered text (categories 1-4)")
-    ax1.set_ylim(-0.03, 1.05)
+    ax1.set_ylim(-0.05, 1.1)
     ax1.set_title("recall vs tokens (squares: designs, circles: baselines)")
     ax1.grid(alpha=0.3)
     cats = [c for c in (1, 2, 3, 4, 5) if any(str(c) in rows[r]["by_category"] for r in order)]
-    width = 0.8 / max(1, len(cats))
-    import numpy as np
-
-    xs = np.arange(len(order))
-    for i, c in enumerate(cats):
-        vals = [rows[r]["by_category"].get(str(c), {}).get("evidence_recall") or 0.0 for r in order]
-        ax2.bar(xs + (i - (len(cats) - 1) / 2) * width, vals, width, label=f"{c} {CATEGORY_NAMES.get(c, '')}")
-    ax2.set_xticks(xs, order, rotation=60, ha="right", fontsize=8)
+    colours = plt.get_cmap("tab10")
+    zeros = grouped_bars(ax2, order, [(f"{c} {CATEGORY_NAMES.get(c, '')}",
+                                       [rows[r]["by_category"].get(str(c), {}).get("evidence_recall") for r in order],
+                                       colours(i % 10)) for i, c in enumerate(cats)])
+    ax2.set_xticks(ax2.get_xticks(), order, rotation=60, ha="right", fontsize=8)
     ax2.set_ylabel("evidence recall")
-    ax2.set_ylim(0, 1.2)
+    ax2.set_ylim(0, 1.25)
     ax2.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     ax2.set_title("evidence recall per LoCoMo category")
-    ax2.legend(fontsize=8, ncols=len(cats), loc="upper center")
+    handles, labels = ax2.get_legend_handles_labels()
+    if zeros:
+        handles.append(zero_legend_handle())
+        labels.append(handles[-1].get_label())
+    ax2.legend(handles, labels, fontsize=8, ncols=3, loc="upper center")
     ax2.grid(axis="y", alpha=0.3)
     fig.tight_layout()
+    place_labels(ax1, xs, ys, order)
     return fig
 
 
@@ -428,29 +433,6 @@ def _worker_init(events: Any) -> None:
     _EVENTS = events
 
 
-def _queue_track(it: Iterable[Any], description: str = "", total: int | None = None) -> Iterator[Any]:
-    """A worker's ``track``: each item done is an event the parent turns into its own progress bar's step."""
-    key = f"{os.getpid()}:{next(_BAR_IDS)}"
-    _EVENTS.put(("start", key, description, total))
-    try:
-        for x in it:
-            yield x
-            _EVENTS.put(("step", key))
-    finally:
-        _EVENTS.put(("end", key))
-
-
-def _queue_echo(text: str) -> None:
-    _EVENTS.put(("echo", text))
-
-
-_BAR_IDS = itertools.count()
-
-
-def _no_bar(it: Iterable[Any], description: str = "", total: int | None = None) -> Iterable[Any]:
-    return it
-
-
 def _own_peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -461,7 +443,8 @@ def _one_conversation(job: dict[str, Any], track: Callable[..., Any] | None = No
     ``summary``) and the cache's hits and misses. In a worker, progress and echo go to the parent's queue and the
     answerer is built here (the parent checked it)."""
     if job["in_worker"]:
-        track, echo = _queue_track, _queue_echo
+        tracker = worker_tracker(_EVENTS)
+        track, echo = tracker, tracker.echo
         if job["lm"]:
             from harness.workloads.answer import Answerer
 
@@ -476,50 +459,7 @@ def _one_conversation(job: dict[str, Any], track: Callable[..., Any] | None = No
     return {"result": res, "encoder_cache": stats, "pid": os.getpid(), "peak_rss_mb": _own_peak_rss_mb()}
 
 
-class _Relay:
-    """The parent's side of the workers' events: each worker bar becomes a bar of the parent's ``track`` (driven
-    from a thread of its own), each echo line is echoed here."""
-
-    def __init__(self, events: Any, track: Callable[..., Any], echo: Callable[[str], None] | None) -> None:
-        self.events, self.track, self.echo = events, track, echo
-        self.bars: dict[str, queue.Queue[int | None]] = {}
-        self.threads: list[threading.Thread] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _bar(self, steps: queue.Queue[int | None], description: str, total: int | None) -> None:
-        for _ in self.track(iter(steps.get, None), description=description, total=total):
-            pass
-
-    def _read(self) -> None:
-        while True:
-            ev = self.events.get()
-            if ev[0] == "stop":
-                return
-            if ev[0] == "echo":
-                if self.echo:
-                    self.echo(ev[1])
-            elif ev[0] == "start":
-                steps: queue.Queue[int | None] = queue.Queue()
-                self.bars[ev[1]] = steps
-                t = threading.Thread(target=self._bar, args=(steps, ev[2], ev[3]), daemon=True)
-                self.threads.append(t)
-                t.start()
-            elif ev[1] in self.bars:
-                self.bars[ev[1]].put(1 if ev[0] == "step" else None)
-                if ev[0] == "end":
-                    del self.bars[ev[1]]
-
-    def close(self) -> None:
-        self.events.put(("stop",))
-        self.reader.join()
-        for steps in self.bars.values():
-            steps.put(None)
-        for t in self.threads:
-            t.join()
-
-
-def _run_parallel(jobs: list[dict[str, Any]], workers: int, track: Callable[..., Any],
+def _run_parallel(jobs: list[dict[str, Any]], workers: int, track: Tracker,
                   echo: Callable[[str], None] | None,
                   done: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
     """Each conversation in a pool of ``workers`` spawned processes, longest first (turns x probes); ``done`` sees
@@ -529,14 +469,15 @@ def _run_parallel(jobs: list[dict[str, Any]], workers: int, track: Callable[...,
 
     ctx = mp.get_context("spawn")
     events = ctx.Queue()
-    relay = _Relay(events, track, echo)
+    relay = Relay(events, track, echo)  # each worker's arm phases shown in this process's display
     out: list[dict[str, Any] | None] = [None] * len(jobs)
     order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i]["conv"].turns()) * max(1, len(jobs[i]["conv"].probes)))
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init, initargs=(events,))
     sampler = _RssSampler(lambda: list(getattr(pool, "_processes", None) or {}))
     try:
         futures = {pool.submit(_one_conversation, {**jobs[i], "in_worker": True}): i for i in order}
-        for fut in as_completed(futures):
+        for fut in track(as_completed(futures), description="LoCoMo conversations", total=len(futures),
+                         unit="conversations"):
             got = fut.result()
             done(got)
             out[futures[fut]] = got
@@ -604,6 +545,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     process. Every metric, ranking and delivered text is the same for any ``workers``; only times differ."""
     set_torch_threads(1)
     t_start = time.perf_counter()
+    track = as_tracker(track)
     _check_out_dir(out_dir)
     if not k_values or min(k_values) < 1:
         raise ValueError(f"--k values must be positive, got {list(k_values)}")
@@ -643,13 +585,13 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
         if used == 1:  # one encoder cache for the whole serial run
             with shared_encoders() if share_encoders else contextlib.nullcontext({}) as shared:
                 outcomes = []
-                for job in jobs:
+                for job in track(jobs, description="LoCoMo conversations", unit="conversations"):
                     got = _one_conversation({**job, "share": False}, track, echo, answerer)
                     done(got)
                     outcomes.append(got)
                 cache_stats = {n: e.stats() for n, e in shared.items()}
         else:
-            outcomes = _run_parallel(jobs, used, track or _no_bar, echo, done)
+            outcomes = _run_parallel(jobs, used, track, echo, done)
             cache_stats = {}
             for got in outcomes:
                 for n, st in got["encoder_cache"].items():

@@ -41,6 +41,7 @@ from benchmarks.common import (
     set_torch_threads,
     write_atomic,
 )
+from benchmarks.progress import Tracker, as_tracker
 from harness.workloads.arms import ArmSpec, require_runnable
 from harness.workloads.base import Delivery
 from harness.workloads.locomo import (
@@ -92,7 +93,7 @@ def _write_atomic(path: Path, data: bytes, fault_hook: Callable[[str], None] | N
 
 def _design_rows(chosen: list[Conversation], loaded: list[Conversation], names: list[str | ArmSpec],
                  k_values: tuple[int, ...],
-                 quick: bool, seed: int, track: Callable[..., Any] | None, echo: Callable[[str], None] | None,
+                 quick: bool, seed: int, track: Tracker, echo: Callable[[str], None] | None,
                  tmp_dir: Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run the design arms through the LoCoMo runner; score every delivered row with the paper's recall rule."""
     from harness.workloads.runner import run_conversation
@@ -102,7 +103,7 @@ def _design_rows(chosen: list[Conversation], loaded: list[Conversation], names: 
     row_arm: dict[str, str] = {}
     work_root = Path(tempfile.mkdtemp(prefix="memsim-locomo-paper-", dir=tmp_dir))
     try:
-        for conv in chosen:
+        for conv in track(chosen, description="design arms: conversations", unit="conversations"):
             seen: dict[str, list[tuple[Probe, frozenset[str], int]]] = {}
 
             def on_delivery(row: str, probe: Probe, d: Delivery, _seen: dict[str, Any] = seen) -> None:
@@ -160,9 +161,9 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     chosen = select_conversations(loaded, conversations)
     if quick:
         chosen = [quick_slice(chosen[0])]
-    track = track or (lambda it, description="", total=None: it)
-    # loading the retrievers (a MiniLM model, two-tower models) takes seconds: a one-step bar of its own
-    for _ in track([names], description=f"loading retrievers {', '.join(names)}", total=1):
+    track = as_tracker(track)
+    # loading the retrievers (a MiniLM model, two-tower models) takes seconds: a phase of its own
+    with track.phase(f"loading retrievers {', '.join(names)}"):
         built = get_retrievers(names)
     t_load = time.perf_counter() - t0
     per_retriever_s = dict.fromkeys(names, 0.0)
@@ -446,13 +447,16 @@ def docs_page(payload: dict[str, Any]) -> str:
 
 
 def figure(payload: dict[str, Any]) -> Any:
-    """Overall recall vs k per unit (memsim solid, published dashed), and recall vs tokens for every row."""
+    """Overall recall vs k per unit (memsim solid, published dashed), and recall vs tokens for every row (the
+    design rows labelled, labels placed apart)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 4, figsize=(20, 4.8))
+    from benchmarks.plotting import place_labels
+
+    fig, axes = plt.subplots(1, 4, figsize=(22, 5.6), gridspec_kw={"width_ratios": [1, 1, 1, 1.8]})
     names = payload["config"]["retrievers"]
     cmap = plt.get_cmap("tab10")
     colors = {n: cmap(i % 10) for i, n in enumerate(names)}
@@ -479,22 +483,25 @@ def figure(payload: dict[str, Any]) -> Any:
     axes[0].legend(fontsize=8, loc="lower right")
     ax = axes[3]
     markers = {"dialog": "o", "observation": "^", "summary": "s"}
+    unlabelled = []
     for r in payload["rows"]:
         if r["recall"]["overall"] is None or r["tokens_cl100k"] is None:
             continue
         ax.scatter([r["tokens_cl100k"]], [r["recall"]["overall"]], color=colors[r["retriever"]],
                    marker=markers[r["unit"]], s=30)
-    shown = [r for r in payload.get("design_rows") or [] if r["recall"]["overall"] is not None and r["tokens_cl100k"]]
-    for j, r in enumerate(sorted(shown, key=lambda r: r["tokens_cl100k"])):
-        ax.scatter([r["tokens_cl100k"]], [r["recall"]["overall"]], color="black", marker="D", s=36)
-        ax.annotate(r["retriever"], (r["tokens_cl100k"], r["recall"]["overall"]), fontsize=7,
-                    xytext=(4, 4 if j % 2 else -10), textcoords="offset points")
+        unlabelled.append((r["tokens_cl100k"], r["recall"]["overall"]))
+    shown = sorted((r for r in payload.get("design_rows") or []
+                    if r["recall"]["overall"] is not None and r["tokens_cl100k"]), key=lambda r: r["tokens_cl100k"])
+    for r in shown:
+        ax.scatter([r["tokens_cl100k"]], [r["recall"]["overall"]], color="black", marker="D", s=36, zorder=3)
     ax.set_xscale("log")
     ax.set_xlabel("reader context, cl100k tokens per question (log)")
     ax.set_title("recall vs tokens\n(o dialog, ^ observation, s summary; black D: design rows)")
-    ax.set_ylim(-0.04, 1.04)
+    ax.set_ylim(-0.06, 1.08)
     ax.grid(alpha=0.3)
     fig.tight_layout()
+    place_labels(ax, [r["tokens_cl100k"] for r in shown], [r["recall"]["overall"] for r in shown],
+                 [r["retriever"] for r in shown], avoid=unlabelled)
     return fig
 
 

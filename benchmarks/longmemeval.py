@@ -23,8 +23,10 @@ no evidence turn are left out of a recall average and counted. Tortoise's source
 a pair of rows (with and without it, ``EXPANSION_PAIR``): the difference in delivered recall and in tokens.
 
 Arms: every built-in arm that applies (``default_arms``); the recorded-extraction arm needs LoCoMo's recorded LM
-observations, which LongMemEval files do not have, so it is absent by default with that reason in ``arm_status``
-(named explicitly it runs and reports itself unavailable per question). AgentFly PM's retriever is trained ONCE
+observations, which LongMemEval files do not have, so it never runs here: by default and when named it is listed
+absent with that reason (``arm_status``, ``absent_arms``, a row of the table). An arm that produces no row at all
+(PM when it cannot be trained, an arm unavailable on every question) is listed the same way, with one plain
+reason (``absent_arms``). AgentFly PM's retriever is trained ONCE
 per run, in this process before any question runs, on the *training split*: the questions of the file (whatever
 ``--limit``/``--types`` select) whose ``int(sha1(question_id).hexdigest(), 16) % 5 == 0`` (``pm_training_split``;
 stable, about a fifth); the checkpoint goes to every question through ``ArmContext.pm_model``. A question of the
@@ -80,9 +82,11 @@ from benchmarks.common import (
     set_torch_threads,
     write_atomic,
 )
+from benchmarks.progress import Relay, as_tracker, worker_tracker
+from harness.progress import report
 from harness.workloads.arms import SPECS, ArmSpec, ArmUnavailable, build_arm, require_runnable, select_arms
 from harness.workloads.base import ArmContext, Delivery
-from harness.workloads.runner import SharedEncoder
+from harness.workloads.runner import BIG_CALL, SharedEncoder
 
 NAME = "longmemeval"
 QUICK_QUESTIONS = 3
@@ -109,27 +113,24 @@ def pm_training_split(question_id: str) -> bool:
     return int(hashlib.sha1(question_id.encode("utf-8")).hexdigest(), 16) % PM_SPLIT_MOD == 0
 
 
-def generator_sidecar(path: Path) -> Path:
-    """Where a generated file's description lies: ``<file>.generator.json`` beside it."""
-    return path.with_name(path.name + ".generator.json")
+def data_description(path: Path, echo: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The data block every results JSON and page of both protocols shows, from the one function that names
+    LongMemEval data (``harness.workloads.longmemeval.data_label``): ``data: synthetic, <generator> seed <S>`` only
+    for a generated file whose sidecar matches its size and sha256, else the release line. A sidecar that does not
+    match is said in one ``warning:`` line through ``echo``."""
+    from harness.workloads.longmemeval import data_label
+
+    got = data_label(path)
+    if got["warning"] and echo:
+        echo(f"warning: {got['warning']}")
+    return {k: got[k] for k in ("file", "synthetic", "generator", "label")}
 
 
-def data_description(path: Path) -> dict[str, Any]:
-    """The data label every results JSON and page shows: for a generated file (a readable
-    ``<file>.generator.json`` beside it) ``data: synthetic, <generator> seed <S>`` with the description, else the
-    loader's one-line release description (``describe_data``)."""
-    side = generator_sidecar(path)
-    if side.is_file():
-        try:
-            desc = json.loads(side.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            desc = None
-        if isinstance(desc, dict) and desc.get("generator"):
-            return {"file": path.name, "synthetic": True, "generator": desc,
-                    "label": f"data: synthetic, {desc['generator']} seed {desc.get('seed')}"}
-    from harness.workloads.longmemeval import describe_data
-
-    return {"file": path.name, "synthetic": False, "generator": None, "label": f"data: {describe_data(path)}"}
+def no_question(path: Path, types: Sequence[str] | None) -> ValueError:
+    """The one-line error of a run whose selection holds no question (both protocols raise it before writing)."""
+    if types:
+        return ValueError(f"{path}: no question matches --types {','.join(types)}")
+    return ValueError(f"{path}: the file holds no question")
 
 
 def default_arms() -> list[str]:
@@ -164,7 +165,9 @@ class TextCache(SharedEncoder):
         if not items:
             return self.base.encode([])
         out = []
-        for t in items:
+        for i, t in enumerate(items):
+            if len(items) >= BIG_CALL and i % BIG_CALL == 0:
+                report(status=f"encoding {i}/{len(items)} texts")
             v = self._vec.get(t)
             if v is None or t in self._asked:
                 self.misses += 1
@@ -302,10 +305,11 @@ def _qa_items(job: dict[str, Any], q: Any, delivered: dict[str, Delivery]) -> di
     return out
 
 
-def one_question(job: dict[str, Any]) -> dict[str, Any]:
+def one_question(job: dict[str, Any], track: Any = None) -> dict[str, Any]:
     """One question through every selected arm in a fresh work directory: the per-row records (the runner's,
     with the question type, abstention and the view metrics added), arm status, examples, the delivered texts
-    and, with an LM, the QA items. Runs in this process or in a worker."""
+    and, with an LM, the QA items. Runs in this process (``track``: the run's tracker, which shows each arm's
+    ingest and probes) or in a worker (which reports them to the parent's queue when it has one)."""
     from harness.workloads.lme_workload import to_conversation
     from harness.workloads.runner import run_conversation
 
@@ -324,7 +328,8 @@ def one_question(job: dict[str, Any]) -> dict[str, Any]:
         with text_encoders() if job["share"] else contextlib.nullcontext({}):
             res = run_conversation(conv, specs, work, k_values=job["k_values"], quick=job["quick"],
                                    seed=job["seed"], on_delivery=lambda row, probe, d: delivered.__setitem__(row, d),
-                                   pm_model=Path(job["pm_model"]) if job["pm_model"] else None)
+                                   pm_model=Path(job["pm_model"]) if job["pm_model"] else None,
+                                   track=worker_tracker(_EVENTS) if job["in_worker"] and _EVENTS else track)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         stored = _SINKS.pop(sink_key, {})
@@ -378,17 +383,23 @@ def _run_caches(share: bool) -> Iterator[None]:
         _TEXT_CACHES.clear()
 
 
-def _worker_init(share: bool) -> None:
-    """A spawned worker: one torch thread, as the serial run, and its own text caches for the whole run."""
+_EVENTS: Any = None  # a local worker's queue to the parent's progress display, set by _worker_init
+
+
+def _worker_init(share: bool, events: Any = None) -> None:
+    """A spawned worker: one torch thread, as the serial run, its own text caches for the whole run and the
+    parent's progress queue."""
+    global _EVENTS
     set_torch_threads(1)
+    _EVENTS = events
     if share:
         _new_caches()
 
 
 # ------------------------------------------------------------------------------------------------------ executors
-def _serial(jobs: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+def _serial(jobs: Iterable[dict[str, Any]], track: Any = None) -> Iterator[dict[str, Any]]:
     for job in jobs:
-        yield one_question(job)
+        yield one_question(job, track)
 
 
 def _windowed(submit: Callable[[dict[str, Any]], Any], result: Callable[[Any], dict[str, Any]],
@@ -403,15 +414,18 @@ def _windowed(submit: Callable[[dict[str, Any]], Any], result: Callable[[Any], d
         yield result(pending.pop(0))
 
 
-def _local_pool(jobs: Iterable[dict[str, Any]], workers: int, share: bool, sampler_box: list[Any]
-                ) -> Iterator[dict[str, Any]]:
+def _local_pool(jobs: Iterable[dict[str, Any]], workers: int, share: bool, sampler_box: list[Any],
+                track: Any = None) -> Iterator[dict[str, Any]]:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     from benchmarks.locomo import _RssSampler
 
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_init,
-                               initargs=(share,))
+    ctx = mp.get_context("spawn")
+    events = ctx.Queue()
+    relay = Relay(events, track)  # each worker's arm phases shown in this process's display
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                               initargs=(share, events))
     sampler = _RssSampler(lambda: list(getattr(pool, "_processes", None) or {}))
     sampler_box.append(sampler)
     try:
@@ -423,6 +437,7 @@ def _local_pool(jobs: Iterable[dict[str, Any]], workers: int, share: bool, sampl
     finally:
         pool.shutdown(wait=True)
         sampler.stop()
+        relay.close()
 
 
 def _ray_pool(jobs: Iterable[dict[str, Any]], workers: int, address: str | None) -> Iterator[dict[str, Any]]:
@@ -510,6 +525,14 @@ def arm_status(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def absent_arms(agg: dict[str, Any]) -> dict[str, str]:
+    """Every arm of ``arm_status`` that produced no row at all, with one reason (the first its status gives);
+    read from the JSON, so a results file written before ``absent_arms`` existed renders the same."""
+    with_rows = {r["arm"] for r in agg["rows"].values()}
+    return {a: (st["reasons"][0]["message"] if st["reasons"] else "no row")
+            for a, st in agg["arm_status"].items() if a not in with_rows}
+
+
 def expansion(rows: dict[str, Any]) -> dict[str, Any] | None:
     """What Tortoise's source-session expansion adds: per group, delivered recall (turn, both roles and user
     only; session) and cl100k tokens with and without it, and the differences (with minus without)."""
@@ -552,8 +575,10 @@ def _f(v: Any, fmt: str = ".3f") -> str:
     return "n/a" if v is None else format(v, fmt)
 
 
-def rows_table(rows: dict[str, Any], order: list[str], group: Callable[[dict[str, Any]], dict[str, Any] | None]
-               ) -> str:
+def rows_table(rows: dict[str, Any], order: list[str], group: Callable[[dict[str, Any]], dict[str, Any] | None],
+               absent: dict[str, str] | None = None) -> str:
+    """One line per row of ``order`` (its ``group`` of records), then one per arm of ``absent`` (no row at all):
+    ``absent`` and the reason in place of its numbers."""
     head = ["row", "arm", "questions", "recall (turns, both roles)", "user-only (official view)",
             "sessions", "sessions user-only", "stored", "stored user-only", "all evidence", "tokens (cl100k)"]
     table = []
@@ -564,6 +589,8 @@ def rows_table(rows: dict[str, Any], order: list[str], group: Callable[[dict[str
         table.append([r, rows[r]["arm"], g["n_probes"], g["evidence_recall"], g["delivered_turn_user"],
                       g["delivered_session"], g["delivered_session_user"], g["stored_recall"], g["stored_turn_user"],
                       g["all_evidence_rate"], _f(g["tokens_cl100k_mean"], ".0f")])
+    for arm, reason in (absent or {}).items():
+        table.append([arm, arm, 0, f"absent: {reason}"] + ["-"] * (len(head) - 4))
     return md_table(head, table)
 
 
@@ -606,7 +633,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
            "retrieval corpus has user turns only); *sessions*: share of evidence sessions the text carries a turn "
            "of; *stored*: the same against what the arm keeps. Questions without evidence turns are left out of "
            "the recall averages. Tokens: tiktoken cl100k_base of the delivered text.", "",
-           "## Every row", "", rows_table(rows, order, lambda r: r["overall"]), "",
+           "## Every row", "", rows_table(rows, order, lambda r: r["overall"], absent_arms(agg)), "",
            "## Delivered recall per question type", "", type_table(rows, order), "",
            "## Abstention questions and the rest", ""]
     for k in ("answerable", "abstention"):
@@ -645,12 +672,16 @@ def render_markdown(payload: dict[str, Any]) -> str:
 
 
 def pm_line(pm: dict[str, Any]) -> str:
+    """What the page says of PM's one training: not selected, not trained (the reason; no row), or trained."""
     if not pm.get("selected"):
         return "PM was not selected."
+    if pm.get("unavailable"):
+        return (f"Not trained: {pm['unavailable']}. PM's rows are absent from every question "
+                f"({pm['n_training']} question(s) of this file are in the split `{pm['split']}`).")
     return (f"Trained once on {pm['n_training']} question(s) of the split `{pm['split']}`"
             f"{' (quick: the first ' + str(pm['cap']) + ')' if pm.get('cap') else ''}; its rows are absent for "
             f"{pm['absent_questions']} evaluated question(s) of that split, so it is never scored on a question "
-            f"it was trained on." + (f" Not trained: {pm['unavailable']}." if pm.get("unavailable") else ""))
+            f"it was trained on.")
 
 
 def qa_table(qa: dict[str, Any]) -> str:
@@ -684,11 +715,10 @@ def docs_page(payload: dict[str, Any]) -> str:
     rows = payload["aggregate"]["rows"]
     order = _order(rows)
     out = ["# LongMemEval through the designs", "", payload["data"]["label"], "",
-           "Rendered from `benchmarks/results/longmemeval.json` (`memsim bench longmemeval`); delivered texts are "
-           "in the run folder's `longmemeval/delivered.jsonl`. Recall counts evidence in user and assistant "
-           "turns; the user-only column is the official corpus's view.", "",
-           "## Every row", "", rows_table(rows, order, lambda r: r["overall"]), "",
-           "## Delivered recall per question type", "", type_table(rows, order), ""]
+           "Delivered texts are in the run folder's `longmemeval/delivered.jsonl`. Recall counts evidence in user "
+           "and assistant turns; the user-only column is the official corpus's view.", "",
+           "## Every row", "", rows_table(rows, order, lambda r: r["overall"], absent_arms(payload["aggregate"])),
+           "", "## Delivered recall per question type", "", type_table(rows, order), ""]
     exp = payload["aggregate"].get("expansion")
     if exp:
         out += ["## Tortoise's source-session expansion", "", expansion_table(exp), ""]
@@ -697,41 +727,51 @@ def docs_page(payload: dict[str, Any]) -> str:
 
 
 def figure(payload: dict[str, Any]) -> Any:
-    """Delivered recall vs cl100k tokens per row (log x), and delivered recall per question type."""
+    """Delivered recall vs cl100k tokens per row (log x; labels placed apart), and delivered recall per question
+    type (a measured zero is a stroke on the axis; a row without a question of a type has no mark)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks.plotting import grouped_bars, place_labels, zero_legend_handle
+
     rows = payload["aggregate"]["rows"]
     order = [r for r in _order(rows) if rows[r]["overall"]["evidence_recall"] is not None]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [1, 1.3]})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6.5), gridspec_kw={"width_ratios": [1, 1.3]})
+    xs, ys = [], []
+    cmap = plt.get_cmap("tab20")
     for j, r in enumerate(order):
         o = rows[r]["overall"]
-        x = max(1.0, o["tokens_cl100k_mean"] or 1.0)
+        xs.append(max(1.0, o["tokens_cl100k_mean"] or 1.0))
+        ys.append(o["evidence_recall"])
         kind = SPECS[rows[r]["arm"]].kind if rows[r]["arm"] in SPECS else "design"
-        ax1.scatter([x], [o["evidence_recall"]], marker="s" if kind == "design" else "o", s=55, edgecolors="black")
-        ax1.annotate(r, (x, o["evidence_recall"]), fontsize=7, xytext=(5, 4 if j % 2 else -9),
-                     textcoords="offset points")
+        ax1.scatter([xs[-1]], [ys[-1]], marker="s" if kind == "design" else "o", s=55, color=cmap(j % 20),
+                    edgecolors="black", linewidths=0.5, zorder=3)
     ax1.set_xscale("log")
     ax1.set_xlabel("delivered tokens per question (cl100k_base, log)")
     ax1.set_ylabel("delivered evidence recall (turns, both roles)")
-    ax1.set_ylim(-0.03, 1.05)
-    ax1.set_title(f"recall vs tokens ({payload['data']['label']})", fontsize=9)
+    ax1.set_ylim(-0.05, 1.1)
+    ax1.set_title(f"recall vs tokens (squares: designs, circles: baselines)\n{payload['data']['label']}",
+                  fontsize=9)
     ax1.grid(alpha=0.3)
     types = sorted({t for r in order for t in rows[r]["by_type"]})
-    width = 0.8 / max(1, len(types))
-    xs = np.arange(len(order))
-    for i, t in enumerate(types):
-        vals = [rows[r]["by_type"].get(t, {}).get("evidence_recall") or 0.0 for r in order]
-        ax2.bar(xs + (i - (len(types) - 1) / 2) * width, vals, width, label=t)
-    ax2.set_xticks(xs, order, rotation=60, ha="right", fontsize=8)
+    colours = plt.get_cmap("tab10")
+    zeros = grouped_bars(ax2, order, [(t, [rows[r]["by_type"].get(t, {}).get("evidence_recall") for r in order],
+                                       colours(i % 10)) for i, t in enumerate(types)])
+    ax2.set_xticks(ax2.get_xticks(), order, rotation=60, ha="right", fontsize=8)
     ax2.set_ylabel("delivered evidence recall")
-    ax2.set_ylim(0, 1.2)
+    ax2.set_ylim(0, 1.25)
+    ax2.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     ax2.set_title("per question type")
-    ax2.legend(fontsize=7, ncols=3, loc="upper center")
+    handles, labels = ax2.get_legend_handles_labels()
+    if zeros:
+        handles.append(zero_legend_handle())
+        labels.append(handles[-1].get_label())
+    ax2.legend(handles, labels, fontsize=7, ncols=3, loc="upper center")
     ax2.grid(axis="y", alpha=0.3)
     fig.tight_layout()
+    place_labels(ax1, xs, ys, order)
     return fig
 
 
@@ -878,7 +918,7 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
 
     set_torch_threads(1)
     t_start = time.perf_counter()
-    track = track or (lambda it, description="", total=None: it)
+    track = as_tracker(track)
     _check_out_dir(out_dir)
     if not k_values or min(k_values) < 1:
         raise ValueError(f"--k values must be positive, got {list(k_values)}")
@@ -890,21 +930,28 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         raise ValueError(f"--limit must be at least 1, got {limit}")
     names = select_arms(arms, arm_classes, quick=quick, default=",".join(default_arms()))
     require_runnable(names)
-    src = resolve_longmemeval_path(data)
-    label = data_description(src)
-    lms = _check_lms(lm, lm_base, judge_lm, judge_lm_base, reader_prompt)
     arm_names = [n if isinstance(n, str) else n.name for n in names]
+    locomo_only = [a for a in arm_names if a in LOCOMO_ONLY]  # never run on LongMemEval: listed absent instead
+    names = [n for n in names if (n if isinstance(n, str) else n.name) not in LOCOMO_ONLY]
+    if not names:
+        raise ValueError(f"--arms {','.join(locomo_only)}: {LOCOMO_ONLY[locomo_only[0]]}; no other arm selected")
+    src = resolve_longmemeval_path(data)
+    label = data_description(src, echo)
+    lms = _check_lms(lm, lm_base, judge_lm, judge_lm_base, reader_prompt)
     need_pm = "pm" in arm_names
-    n_questions, train = first_pass(src, limit, types, quick, need_pm)
+    with track.phase(f"reading {src.name}"):  # a streaming pass: long on M's 2.6 GB
+        n_questions, train = first_pass(src, limit, types, quick, need_pm)
     if n_questions == 0:
-        raise ValueError(f"{src}: no question matches" + (f" --types {','.join(types)}" if types else ""))
+        raise no_question(src, types)
     if quick and echo:
         echo(f"--quick: the first {n_questions} question(s), quick arm settings")
     work_root = Path(tempfile.mkdtemp(prefix="memsim-longmemeval-", dir=tmp_dir))
     outputs: _Outputs | None = None
     samplers: list[Any] = []
     try:
-        pm_model, pm = _train_pm(train, work_root, seed, quick, fault_hook) if need_pm else (None, {"selected": False})
+        with track.phase(f"training AgentFly PM on {len(train)} question(s)") if need_pm else contextlib.nullcontext():
+            pm_model, pm = (_train_pm(train, work_root, seed, quick, fault_hook) if need_pm
+                            else (None, {"selected": False}))
         del train
         if need_pm and pm_model is None and echo:
             echo(f"AgentFly PM not trained: {pm['unavailable']}")
@@ -919,24 +966,25 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
                                                                   types=types))
         used = min(workers, n_questions)
         if used == 1 and executor == "local":
-            outcomes: Iterator[dict[str, Any]] = _serial(jobs)
+            outcomes: Iterator[dict[str, Any]] = _serial(jobs, track)
             ctx: Any = _run_caches(share_encoders)
         elif executor == "ray":
             outcomes, ctx = _ray_pool(jobs, used, address), contextlib.nullcontext()
         else:
-            outcomes, ctx = _local_pool(jobs, used, share_encoders, samplers), contextlib.nullcontext()
+            outcomes, ctx = _local_pool(jobs, used, share_encoders, samplers, track), contextlib.nullcontext()
         outputs = _Outputs(out_dir, fault_hook)
         results: list[dict[str, Any]] = []
         caches: dict[int, dict[str, Any]] = {}
         with ctx, contextlib.closing(outcomes):
-            for got in track(outcomes, description="LongMemEval questions", total=n_questions):
+            for got in track(outcomes, description="LongMemEval questions", total=n_questions, unit="questions"):
                 outputs.add(got.pop("delivered"))
                 caches[got.pop("pid")] = got.pop("encoder_cache")
                 results.append(got)
         if not pm_model and need_pm:
             for res in results:
-                res["arms"]["pm"] = {"status": "unavailable", "message": f"PM not trained: {pm['unavailable']}"}
-        pm["absent_questions"] = sum(1 for r in results if r["arms"].get("pm", {}).get("status") == "absent")
+                res["arms"]["pm"] = {"status": "absent", "message": f"not trained: {pm['unavailable']}"}
+        pm["absent_questions"] = sum(1 for r in results if pm_model and r["arms"].get("pm", {}).get("status")
+                                     == "absent")
         agg = aggregate(results)
         if not agg["rows"]:
             raise ValueError("no arm produced a row: " + "; ".join(
@@ -971,8 +1019,8 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
 def _payload(src: Path, label: dict[str, Any], results: list[dict[str, Any]], agg: dict[str, Any],
              pm: dict[str, Any], caches: dict[int, dict[str, Any]], named: list[str], stats: Any,
              locals_cfg: dict[str, Any]) -> dict[str, Any]:
-    """The results JSON; ``named`` is the arms the user named (empty for the default selection, which leaves out
-    the LoCoMo-only arms and says so in ``arm_status``)."""
+    """The results JSON; ``named`` is the arms the user named (empty for the default selection). The LoCoMo-only
+    arms of the selection (every one by default) are said absent in ``arm_status`` and ``absent_arms``."""
     import dataclasses
 
     cache: dict[str, dict[str, int]] = {}
@@ -983,8 +1031,9 @@ def _payload(src: Path, label: dict[str, Any], results: list[dict[str, Any]], ag
                 acc[k] += st[k]
     skipped = {a: {"counts": {"absent": len(results)}, "reasons": [{"message": LOCOMO_ONLY[a],
                                                                    "questions": len(results), "first": []}]}
-               for a in LOCOMO_ONLY if not named}
+               for a in LOCOMO_ONLY if not named or a in named}
     agg["arm_status"].update(skipped)
+    agg["absent_arms"] = absent_arms(agg)
     first = next((r for r in results if r["examples"]), None)
     return {
         "name": NAME, "data": label, "config": {"data": src.name, **locals_cfg},

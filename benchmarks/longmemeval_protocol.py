@@ -128,7 +128,7 @@ def _ray(questions: Iterable[Any], names: Sequence[str], encoder: Encoder, worke
 def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[str] = ("bm25", "minilm"),
         encoder: str | None = None, limit: int | None = None, types: Sequence[str] | None = None,
         quick: bool = False, workers: int = 1, executor: str = "local", address: str | None = None,
-        track: Callable[..., Any] | None = None, seed: int = 0, data_label: str | None = None,
+        track: Callable[..., Any] | None = None, seed: int = 0,
         echo: Callable[[str], None] | None = None, fault_hook: Callable[[str], None] | None = None,
         dense_cache: bool = False) -> list[Path]:
     """Evaluate the file's questions with the official protocol and write ``longmemeval-protocol.{json,md,png}``.
@@ -140,9 +140,8 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     code orders them by that noise: on generated data with many repeated short turns this moved an averaged metric
     by 0.014. The default encodes every corpus as the official code does (batches of 128 in corpus order).
 
-    ``data_label`` replaces the data line of the results (generated files pass the generator's label, e.g.
-    ``data: synthetic, benchmarks.worlds.longmemeval seed 3``); otherwise the generator's sidecar label for a generated file
-    (``benchmarks.longmemeval.data_description``), else ``describe_data(path)``.
+    The data line of the results is ``benchmarks.longmemeval.data_description`` (``data: synthetic, <generator>
+    seed <S>`` only for a generated file whose sidecar matches its size and sha256; else the release line).
     ``seed`` is recorded only (nothing here is random). Option errors are one-line ``ValueError`` raised before
     any work."""
     from harness.workloads.longmemeval import (
@@ -169,10 +168,10 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     stats = LoadStats()
     questions = iter_questions(path, stats=stats, limit=limit, types=list(types) if types else None)
     track, t0 = start_run(track)
-    from benchmarks.longmemeval import data_description
+    from benchmarks.longmemeval import data_description, no_question
 
-    described = data_description(path)  # a generated file's sidecar names its generator and seed
-    label = data_label or described["label"]
+    described = data_description(path, echo)  # a generated file's verified sidecar names its generator and seed
+    label = described["label"]
     release = release_of(path)
     total = RELEASE_QUESTIONS if release and not types else None  # a known release: 500 questions
     if total is None and not types and described.get("generator"):
@@ -180,7 +179,8 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     if total is None and limit is None:  # any other file: one quick streaming pass counts them (an ETA)
         from harness.workloads.longmemeval import count_questions
 
-        total = count_questions(path, types)
+        with track.phase(f"counting the questions of {path.name}"):  # long on M's 2.6 GB
+            total = count_questions(path, types)
     if limit is not None:
         total = min(limit, total) if total else limit  # an upper bound when --types filters too
     if executor == "ray":
@@ -190,8 +190,10 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     else:
         stream = _serial(questions, names, (encoder, dense_cache))
     done: list[list[dict[str, Any]]] = []
-    for rows in track(stream, description="LongMemEval questions", total=total):
+    for rows in track(stream, description="LongMemEval questions", total=total, unit="questions"):
         done.append(rows)
+    if stats.questions == 0:  # an empty selection writes nothing, as in the designs protocol
+        raise no_question(path, types)
     rows_all = _in_order(done)
     result_rows = R.aggregate(rows_all)
     wall = time.perf_counter() - t0
@@ -280,6 +282,39 @@ def _tables(payload: dict[str, Any]) -> list[str]:
     return out
 
 
+def no_gold_note(payload: dict[str, Any]) -> list[str]:
+    """A paragraph where a table shows recall_all@k above recall_any@k (impossible for a question with gold, so
+    it comes from questions without any): how many questions of each such ``paper`` row have no user evidence turn
+    (its n minus the ``strict`` row's n), which the user-turn corpus holds no gold for, so they score recall_all 1
+    and recall_any 0 at every k. Computed from the rows of the JSON; empty when no row shows it."""
+    rows = payload["rows"]
+    strict_n = {(r["retriever"], r["granularity"], r["scored_as"]): r["questions"] for r in rows
+                if r["averaging"] == "strict"}
+    shown = []
+    for r in rows:
+        above = [k for k in R.KS if (r["metrics"].get(f"recall_all@{k}") or 0.0)
+                 > (r["metrics"].get(f"recall_any@{k}") or 0.0) + 1e-12]
+        if above:
+            key = (r["retriever"], r["granularity"], r["scored_as"])
+            n_without = r["questions"] - strict_n[key] if r["averaging"] == "paper" and key in strict_n else None
+            shown.append((r, above, n_without))
+    if not shown:
+        return []
+    where = "; ".join(f"{r['retriever']} {r['granularity']}->{r['scored_as']} ({r['averaging']}) at k = "
+                      f"{', '.join(map(str, above))}" for r, above, _ in shown)
+    counts = sorted({(n, r["questions"]) for r, _, n in shown if n is not None})
+    if len(counts) == 1:
+        why = (f"{counts[0][0]} of the {counts[0][1]} questions those rows average have no user evidence turn (the "
+               "`strict` rows leave them out). ")
+    else:
+        why = ("Those rows average questions without a user evidence turn ("
+               + ", ".join(f"{n} of {q}" for n, q in counts) + "; the `strict` rows leave them out). "
+               if counts else "")
+    return [f"**recall_all above recall_any** in {len(shown)} row(s): {where}. {why}The official corpus holds "
+            "user turns only, so such a question has no gold, and the official code scores it recall_all 1 and "
+            "recall_any 0 at every k.", ""]
+
+
 def _published_table() -> str:
     cols = ("recall_all@5", "ndcg_any@5", "recall_all@10", "ndcg_any@10", "recall_any@5")
     return md_table(["published: source", "data", "retriever", "granularity", "scored as", "averaging", "n", *cols],
@@ -303,37 +338,49 @@ def render_markdown(payload: dict[str, Any]) -> str:
            "`strict` also skips questions without a user evidence turn; n = questions averaged. A turn run scored "
            "as `session` is the official turn2session scoring.", ""]
     out += _tables(payload)
+    out += no_gold_note(payload)
     out += ["**Published numbers** (not measured here; the paper's are on LongMemEval M):", "", _published_table(), "",
             meta_block(payload["meta"])]
     return "\n".join(out)
 
 
 def _figure(payload: dict[str, Any]) -> Any:
+    """Recall_all@k and ndcg_any@k per series (retriever x granularity -> scored as; paper averaging solid, strict
+    dashed). Series that measure the same value would hide each other: each series is drawn a little to the side of
+    k (a fixed fraction of a decade, in the legend's order) with a marker of its own, and a strict row's open
+    marker rings its paper row's dot, so every series stays visible; the ticks are at the true k."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 6))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6.4))
+    keys = list(dict.fromkeys((r["retriever"], r["granularity"], r["scored_as"]) for r in payload["rows"]))
+    colours = plt.get_cmap("tab10")
+    markers = ("o", "s", "^", "D", "v", "P", "X", "*")
+    spread = 0.035  # of a decade, between neighbouring series
     for ax, metric in zip(axes, ("recall_all", "ndcg_any"), strict=True):
-        keys = list(dict.fromkeys((r["retriever"], r["granularity"], r["scored_as"]) for r in payload["rows"]))
-        colours = plt.get_cmap("tab10")
         for r in payload["rows"]:
             ys = [r["metrics"].get(f"{metric}@{k}") for k in R.KS]
             if any(y is None for y in ys):
                 continue
-            colour = colours(keys.index((r["retriever"], r["granularity"], r["scored_as"])) % 10)
-            ax.plot(list(R.KS), ys, marker="o", linestyle="-" if r["averaging"] == "paper" else "--", color=colour,
+            i = keys.index((r["retriever"], r["granularity"], r["scored_as"]))
+            shift = 10 ** ((i - (len(keys) - 1) / 2) * spread)
+            paper = r["averaging"] == "paper"  # strict: a larger open ring around the paper dot it may share
+            ax.plot([k * shift for k in R.KS], ys, marker=markers[i % len(markers)], markersize=4 if paper else 8,
+                    linestyle="-" if paper else "--", color=colours(i % 10), mfc=colours(i % 10) if paper else "none",
                     label=f"{r['retriever']} {r['granularity']}->{r['scored_as']} ({r['averaging']}, n={r['questions']})")
         ax.set_xscale("log")
         ax.set_xticks(list(R.KS), [str(k) for k in R.KS])
-        ax.set_xlabel("k")
+        ax.minorticks_off()
+        ax.set_xlabel("k (series drawn side by side around each k)")
         ax.set_ylabel(f"{metric}@k")
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=3, frameon=False)  # below both panels
-    fig.suptitle(f"LongMemEval official retrieval protocol: {payload['data']}", fontsize=9)
+    fig.suptitle(f"LongMemEval official retrieval protocol: {payload['data']}\n"
+                 "solid, small filled markers: paper averaging; dashed, large open markers: strict", fontsize=9)
     fig.subplots_adjust(bottom=0.3)
     return fig
 
@@ -377,5 +424,6 @@ def docs_page(payload: dict[str, Any]) -> str:
            md_table(["", "data", "retriever", "granularity", "scored as", "averaging", "n", *cols], beside), "",
            "## Every metric of this run", ""]
     out += _tables(payload)
+    out += no_gold_note(payload)
     out += ["## Published numbers", "", _published_table(), "", meta_block(payload["meta"])]
     return "\n".join(out) + "\n"

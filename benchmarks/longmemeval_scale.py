@@ -12,8 +12,8 @@ here), labelled ``data: synthetic, benchmarks.worlds.longmemeval seed <S>`` in t
   question); per question its wall seconds (steady: the first question, which loads the models, is left out when
   there are several) and per arm its ingest milliseconds, and the run's text-cache counts
   (distinct texts encoded, hits). The cost model is *linear in turns per question*: the two sizes fix an intercept
-  and a slope, the measured cost ratio is printed beside the turn ratio (equal ratios would mean no fixed cost per
-  question), and S (500 questions x ~48 sessions) and M (500 x ~500 sessions) are projected from it, one worker.
+  and a slope, the measured cost ratio is compared with the turn ratio (within ``RATIO_TOLERANCE``: cost about
+  proportional to turns; below it: a fixed cost per question), and S (500 questions x ~48 sessions) and M (500 x ~500 sessions) are projected from it, one worker.
 - **loader**: a generated M-shape file of ~2.5 GB (``--quick``: ~200 MB) is stream-written into a temp folder and
   read by :func:`harness.workloads.longmemeval.iter_questions` in a child process that reports its own peak RSS
   (``VmHWM`` of its address space: Linux keeps ``ru_maxrss`` across fork and exec, so a child of a large parent
@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import _jsonable, default_out_dir, machine_description, md_table, write_atomic
+from benchmarks.progress import Phase, StampedTracker, as_tracker, given_or_own
 
 NAME = "longmemeval-scale"
 PARTS = ("protocol", "designs", "loader")
@@ -76,16 +77,11 @@ def _say(msg: str) -> None:
     print(f"longmemeval-scale: {msg}", flush=True)
 
 
-def _gen_progress(what: str) -> Callable[[int, int, int], None]:
-    last = [0.0]
-    t0 = time.perf_counter()
+def _gen_progress(phase: Phase) -> Callable[[int, int, int], None]:
+    """The generator's ``progress(done, total, bytes)`` into a phase of the run's tracker."""
 
     def cb(done: int, total: int, nbytes: int) -> None:
-        now = time.perf_counter()
-        if now - last[0] >= 5.0 or done == total:
-            last[0] = now
-            print(f"  {what}: {done}/{total} questions, {nbytes / 1e6:.0f} MB, {now - t0:.0f}s", file=sys.stderr,
-                  flush=True)
+        phase.update(done, total=total, status=f"{nbytes / 1e6:.0f} MB written")
 
     return cb
 
@@ -96,7 +92,8 @@ def _absent(exc: BaseException) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------------------- protocol
 def measure_protocol(tmp: Path, *, n_questions: int, seed: int, retrievers: Sequence[str] = ("bm25", "minilm"),
-                     target: int = S_QUESTIONS, workers: int = 2, dense_cache: bool = True) -> dict[str, Any]:
+                     target: int = S_QUESTIONS, workers: int = 2, dense_cache: bool = True,
+                     track: Any = None) -> dict[str, Any]:
     """The official protocol on a generated S-shape file of ``n_questions``; its wall time and, when
     ``n_questions < target``, the projection to ``target`` questions (linear in questions). Measured in its
     fastest configuration on this machine: ``workers`` processes (one per core) and the dense text cache
@@ -107,12 +104,14 @@ def measure_protocol(tmp: Path, *, n_questions: int, seed: int, retrievers: Sequ
         return _absent(e)
     from benchmarks.worlds import longmemeval as gen
 
+    track = as_tracker(track)
     data = tmp / "protocol-s.json"
-    desc = gen.write_file(data, n_questions, seed=seed, progress=_gen_progress("protocol data"))
+    with track.phase("generating the protocol's data", total=n_questions, unit="questions") as ph:
+        desc = gen.write_file(data, n_questions, seed=seed, progress=_gen_progress(ph))
     out = tmp / "protocol-out"
     t0 = time.perf_counter()
-    P.run(out, data=data, retrievers=list(retrievers), seed=seed, data_label=desc["label"], workers=workers,
-          dense_cache=dense_cache)
+    P.run(out, data=data, retrievers=list(retrievers), seed=seed, workers=workers, dense_cache=dense_cache,
+          track=track)
     wall = time.perf_counter() - t0
     res = json.loads((out / "longmemeval-protocol.json").read_text(encoding="utf-8"))
     projected = wall * target / res["n_questions"]
@@ -122,7 +121,7 @@ def measure_protocol(tmp: Path, *, n_questions: int, seed: int, retrievers: Sequ
     summary = [{k: r[k] for k in ("retriever", "granularity", "scored_as", "averaging", "questions")}
                | {m: r["metrics"][m] for m in ("recall_any@5", "recall_all@5", "ndcg_any@10")}
                for r in res["rows"] if r["averaging"] == "paper"]
-    data.unlink(missing_ok=True)
+    gen.remove_file(data)
     return {"status": "ok", "questions": res["n_questions"], "retrievers": list(retrievers), "wall_s": wall,
             "workers": workers, "dense_cache": dense_cache,
             "protocol_wall_s": res.get("wall_s"), "target_questions": target,
@@ -157,7 +156,7 @@ def _fit(x0: float, y0: float, x1: float, y1: float) -> tuple[float, float]:
 
 
 def measure_designs(tmp: Path, *, n_questions: int, sessions: Sequence[int], seed: int, quick: bool,
-                    arms: str | None = None) -> dict[str, Any]:
+                    arms: str | None = None, track: Any = None) -> dict[str, Any]:
     """The design run at each haystack size in ``sessions`` (two): per-question wall, per-arm ingest, text-cache
     counts; the linear-in-turns fit and the projection for S and M."""
     try:
@@ -166,21 +165,17 @@ def measure_designs(tmp: Path, *, n_questions: int, sessions: Sequence[int], see
         return _absent(e)
     from benchmarks.worlds import longmemeval as gen
 
+    track = as_tracker(track)
     points = []
     for s in sessions:
         data = tmp / f"designs-{s}.json"
-        desc = gen.write_file(data, n_questions, seed=seed, sessions=s)
+        with track.phase(f"generating {s} sessions per question", total=n_questions, unit="questions") as ph:
+            desc = gen.write_file(data, n_questions, seed=seed, sessions=s, progress=_gen_progress(ph))
         out = tmp / f"designs-out-{s}"
-        stamps: list[float] = []
-
-        def track(it: Any, description: str = "", total: int | None = None, stamps: list[float] = stamps) -> Any:
-            stamps.append(time.perf_counter())
-            for x in it:
-                yield x
-                stamps.append(time.perf_counter())
-
+        stamps: list[float] = []  # the start of the questions loop and the end of each question
         t0 = time.perf_counter()
-        B.run(out, data=data, arms=arms, limit=n_questions, quick=quick, seed=seed, track=track)
+        B.run(out, data=data, arms=arms, limit=n_questions, quick=quick, seed=seed,
+              track=StampedTracker(track, stamps))
         wall = time.perf_counter() - t0
         gaps = [y - x for x, y in zip(stamps, stamps[1:], strict=False)]
         res = json.loads((out / "longmemeval.json").read_text(encoding="utf-8"))
@@ -202,7 +197,7 @@ def measure_designs(tmp: Path, *, n_questions: int, sessions: Sequence[int], see
             "cache_hits": sum(c.get("hits", 0) for c in caches.values()),
             "data": {k: desc[k] for k in ("seed", "questions", "sessions_per_question", "reuse", "turns", "label")},
         })
-        data.unlink(missing_ok=True)
+        gen.remove_file(data)
         _say(f"designs at {s} sessions/question: {cost['question_wall_s_mean']:.2f} s per question")
     a, b = points[0], points[-1]
     turns_per_session = b["turns_per_question"] / b["sessions_per_question_mean"]
@@ -237,7 +232,8 @@ def _child(args: list[str]) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure_loader(tmp: Path, *, target_bytes: int, seed: int, sessions: int | None = None) -> dict[str, Any]:
+def measure_loader(tmp: Path, *, target_bytes: int, seed: int, sessions: int | None = None,
+                   track: Any = None) -> dict[str, Any]:
     """Stream-write an M-shape file of about ``target_bytes``, iterate it with the loader in a child process and
     read the child's peak RSS; the file is deleted before returning."""
     from benchmarks.worlds import longmemeval as gen
@@ -250,18 +246,20 @@ def measure_loader(tmp: Path, *, target_bytes: int, seed: int, sessions: int | N
     # the question count from the mean size of the first three questions: the file is about target_bytes
     sizes = [len(json.dumps(q, ensure_ascii=False).encode()) for q in gen.generate(3, seed=seed, sessions=sessions)]
     n = max(1, math.ceil(target_bytes / (sum(sizes) / len(sizes))))
+    track = as_tracker(track)
     data = tmp / "loader-m.json"
     try:
         t0 = time.perf_counter()
-        desc = gen.write_file(data, n, seed=seed, sessions=sessions, progress=_gen_progress("loader data"))
+        with track.phase("generating the loader's M-shape file", total=n, unit="questions") as ph:
+            desc = gen.write_file(data, n, seed=seed, sessions=sessions, progress=_gen_progress(ph))
         gen_s = time.perf_counter() - t0
-        base = _child([])
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        got = _child([str(data)])
+        with track.phase(f"reading {desc['bytes'] / 1e9:.1f} GB with the loader (a child process)"):
+            base = _child([])
+            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            got = _child([str(data)])
         children_max = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     finally:
-        data.unlink(missing_ok=True)
-        gen.sidecar_path(data).unlink(missing_ok=True)
+        gen.remove_file(data)
     # Linux keeps ru_maxrss across fork and exec, so a child spawned by this (large) process reports at least this
     # process's RSS at the fork; the child's VmHWM (its own address space) is the loader's peak. ru_maxrss is kept
     # beside it, and used only where /proc is missing.
@@ -279,6 +277,26 @@ def measure_loader(tmp: Path, *, target_bytes: int, seed: int, sessions: int | N
 
 
 # ------------------------------------------------------------------------------------------------------------ run
+def check_config(parts: Sequence[str], quick: bool, **given: Any) -> dict[str, Any]:
+    """The run's sizes (``QUICK`` or ``FULL``, overridden by ``given`` values that are not None), checked before
+    any work: a selection that selects nothing (no part, no question, no byte) is a one-line ``ValueError``, as
+    is a haystack below the generator's 8 sessions."""
+    if not parts:
+        raise ValueError(f"--parts selects nothing: choose from {', '.join(PARTS)}")
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        raise ValueError(f"unknown part(s) {', '.join(unknown)}: choose from {', '.join(PARTS)}")
+    cfg = dict(QUICK if quick else FULL)
+    cfg.update({k: v for k, v in given.items() if v is not None})
+    for k in ("protocol_questions", "design_questions", "loader_bytes"):
+        if cfg[k] < 1:
+            raise ValueError(f"--{k.replace('_', '-')} must be at least 1, got {cfg[k]}")
+    if len(cfg["design_sessions"]) != 2 or min(cfg["design_sessions"]) < 8:
+        raise ValueError(f"design_sessions takes two haystack sizes of at least 8 sessions per question, got "
+                         f"{list(cfg['design_sessions'])}")
+    return cfg
+
+
 def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
         parts: Sequence[str] = PARTS, protocol_questions: int | None = None, design_questions: int | None = None,
         design_sessions: Sequence[int] | None = None, loader_bytes: int | None = None,
@@ -289,16 +307,8 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
     from benchmarks.common import set_torch_threads
     from benchmarks.worlds import longmemeval as gen
 
-    unknown = [p for p in parts if p not in PARTS]
-    if unknown:
-        raise ValueError(f"unknown part(s) {', '.join(unknown)}: choose from {', '.join(PARTS)}")
-    cfg = dict(QUICK if quick else FULL)
-    for k, v in (("protocol_questions", protocol_questions), ("design_questions", design_questions),
-                 ("design_sessions", design_sessions), ("loader_bytes", loader_bytes)):
-        if v is not None:
-            cfg[k] = v
-    if len(cfg["design_sessions"]) != 2:
-        raise ValueError("design_sessions takes two haystack sizes (sessions per question)")
+    cfg = check_config(parts, quick, protocol_questions=protocol_questions, design_questions=design_questions,
+                       design_sessions=design_sessions, loader_bytes=loader_bytes)
     set_torch_threads(1)
     t_start = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="memsim-lme-scale-", dir=tmp_dir))
@@ -307,14 +317,15 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
         if "protocol" in parts:
             _say(f"protocol on {cfg['protocol_questions']} generated questions ({', '.join(retrievers)})")
             results["protocol"] = measure_protocol(tmp, n_questions=cfg["protocol_questions"], seed=seed,
-                                                   retrievers=retrievers, target=protocol_target)
+                                                   retrievers=retrievers, target=protocol_target, track=track)
         if "designs" in parts:
             _say(f"designs on {cfg['design_questions']} questions at {cfg['design_sessions']} sessions/question")
             results["designs"] = measure_designs(tmp, n_questions=cfg["design_questions"],
-                                                 sessions=cfg["design_sessions"], seed=seed, quick=quick, arms=arms)
+                                                 sessions=cfg["design_sessions"], seed=seed, quick=quick, arms=arms,
+                                                 track=track)
         if "loader" in parts:
             _say(f"loader peak memory on a generated ~{cfg['loader_bytes'] / 1e9:.1f} GB file")
-            results["loader"] = measure_loader(tmp, target_bytes=cfg["loader_bytes"], seed=seed)
+            results["loader"] = measure_loader(tmp, target_bytes=cfg["loader_bytes"], seed=seed, track=track)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     payload = {
@@ -347,6 +358,30 @@ def write_outputs(out_dir: Path, payload: dict[str, Any], fault_hook: Callable[[
 
 
 # ------------------------------------------------------------------------------------------------------ rendering
+RATIO_TOLERANCE = 0.05
+"""Two ratios within 5% of each other (relative to the turn ratio) are called about equal on the page."""
+
+
+def ratio_sentence(d: dict[str, Any]) -> str:
+    """The measured wall ratio against the turn ratio of the two haystack sizes, compared with a stated tolerance
+    (:data:`RATIO_TOLERANCE`): about equal means the cost per question is close to proportional to its turns; a
+    wall ratio below the turn ratio means part of the cost is fixed per question (the fit's intercept is
+    positive), above it that the cost grows faster than the turns."""
+    turn, wall = d["turn_ratio"], d["wall_fit"]["measured_ratio"]
+    head = f"Turn ratio {turn:.2f}, measured wall ratio {wall:.2f}" if wall is not None else f"Turn ratio {turn:.2f}"
+    if wall is None:
+        return head + " (no wall ratio: the smaller size measured 0 s)."
+    gap = (wall - turn) / turn
+    if abs(gap) <= RATIO_TOLERANCE:
+        return (f"{head}: within {RATIO_TOLERANCE:.0%} of each other, so the cost per question is close to "
+                "proportional to its turns.")
+    if gap < 0:
+        return (f"{head}: the wall ratio is {-gap:.0%} below the turn ratio (more than {RATIO_TOLERANCE:.0%}), so "
+                f"part of the cost is fixed per question (intercept {d['wall_fit']['intercept']:.2f} s).")
+    return (f"{head}: the wall ratio is {gap:.0%} above the turn ratio (more than {RATIO_TOLERANCE:.0%}), so the "
+            "cost grows faster than the turns.")
+
+
 def _gib(b: float) -> str:
     return f"{b / 1024**3:.2f} GiB"
 
@@ -392,9 +427,8 @@ def render_markdown(payload: dict[str, Any]) -> str:
                                [[pt["sessions_per_question"], pt["questions"], pt["turns_per_question"],
                                  pt["question_wall_s"], pt["distinct_texts"], pt["cache_hits"]]
                                 for pt in d["points"]], ".2f"), "",
-                      f"Model: {d['model']}. Turn ratio {d['turn_ratio']:.2f}, measured wall ratio "
-                      f"{d['wall_fit']['measured_ratio']:.2f} (equal ratios: no fixed cost per question)"
-                      + (" — quick arm settings." if d["quick"] else "."), "",
+                      f"Model: {d['model']}. {ratio_sentence(d)}"
+                      + (" Quick arm settings." if d["quick"] else ""), "",
                       md_table(["arm", "ingest ms (small)", "ingest ms (large)", "measured ratio", "ms per turn",
                                 "projected ms/question S", "projected ms/question M"],
                                [[arm, d["points"][0]["arm_ingest_ms"][arm], d["points"][-1]["arm_ingest_ms"][arm],
@@ -425,41 +459,88 @@ def render_markdown(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _png(payload: dict[str, Any]) -> bytes | None:
-    try:
-        import matplotlib
+def figure(payload: dict[str, Any]) -> Any:
+    """Three panels: the official protocol's wall (measured bar solid, projections hatched, the level a line), the
+    design run's wall per question against turns per question (measured points, the fit's S and M projections
+    hollow on a dashed line) and the loader's memory (the file and the peak, the level a line)."""
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover
-        return None
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from benchmarks.plotting import PROJECTED, level_line, place_labels
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     p, d, ld = payload.get("protocol") or {}, payload.get("designs") or {}, payload.get("loader") or {}
+    labels: list[tuple[Any, list[float], list[float], list[str]]] = []
     ax = axes[0]
     if p.get("status") == "ok":
-        ax.bar(["measured", f"{p['target_questions']} q"], [p["wall_s"], p["wall_s_for_target"]], color="#4c72b0")
-        ax.axhline(p["level_s"], color="crimson", ls="--", label="level")
-        ax.legend()
+        names = [f"measured\n{p['questions']} q"]
+        ax.bar(names, [p["wall_s"]], color="#4c72b0", label="measured")
+        vals = [p["wall_s"]]
+        if p.get("projected"):
+            proj = [(f"projected\n{p['target_questions']} q", p["wall_s_for_target"])]
+            if p.get("wall_s_for_target_by_distinct_texts") is not None:
+                proj.append((f"projected\n{p['target_questions']} q\n(by distinct texts)",
+                             p["wall_s_for_target_by_distinct_texts"]))
+            ax.bar([n for n, _ in proj], [v for _, v in proj], color="#4c72b0", label="projected", **PROJECTED)
+            names += [n for n, _ in proj]
+            vals += [v for _, v in proj]
+        for i, v in enumerate(vals):
+            ax.annotate(f"{v:,.0f} s", (i, v), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=8)
+        level_line(ax, p["level_s"], f"level {p['level_s']:,.0f} s")
+        ax.set_ylim(0, max([*vals, p["level_s"]]) * 1.18)
+        ax.legend(fontsize=8, loc="upper left")
+    ax.set_ylabel("seconds")
     ax.set_title("official protocol wall (s)")
     ax = axes[1]
     if d.get("status") == "ok":
         xs = [pt["turns_per_question"] for pt in d["points"]]
-        ax.plot(xs, [pt["question_wall_s"] for pt in d["points"]], "o-", label="wall s/question")
-        ax.set_xlabel("turns per question")
-        ax.legend()
+        ys = [pt["question_wall_s"] for pt in d["points"]]
+        ax.plot(xs, ys, "o-", color="#4c72b0", label="measured wall s/question")
+        shapes = sorted(d["turns_per_question"].items(), key=lambda kv: kv[1])
+        px = [t for _, t in shapes]
+        py = [d["wall_fit"][f"per_question_{k}"] for k, _ in shapes]
+        ax.plot([xs[-1], *px], [ys[-1], *py], ls="--", color="#4c72b0", lw=1)
+        ax.plot(px, py, "o", mfc="white", mec="#4c72b0", label="projected (linear fit)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("turns per question (log)")
+        ax.set_ylabel("seconds per question (log)")
+        ax.legend(fontsize=8, loc="upper left")
+        labels.append((ax, px, py, [f"{k}: {v:,.0f} s" for (k, _), v in zip(shapes, py, strict=True)]))
     ax.set_title("design run cost")
     ax = axes[2]
     if ld.get("status") == "ok":
-        ax.bar(["file", "peak RSS", "level"], [ld["file_bytes"] / 1024**3, ld["peak_rss_bytes"] / 1024**3,
-                                                ld["level_bytes"] / 1024**3], color=["#999", "#4c72b0", "crimson"])
+        vals = [ld["file_bytes"] / 1024**3, ld["peak_rss_bytes"] / 1024**3]
+        ax.bar(["file", "peak RSS"], vals, color=["#999999", "#4c72b0"])
+        for i, v in enumerate(vals):
+            ax.annotate(f"{v:.2f}", (i, v), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=8)
+        level_line(ax, ld["level_bytes"] / 1024**3, f"peak RSS level {ld['level_bytes'] / 1024**3:.1f} GiB")
+        ax.set_ylim(0, max([*vals, ld["level_bytes"] / 1024**3]) * 1.18)
+        ax.legend(fontsize=8, loc="upper right")
+    ax.set_ylabel("GiB")
     ax.set_title("loader memory (GiB)")
+    fig.tight_layout()
+    for ax, lx, ly, text in labels:
+        place_labels(ax, lx, ly, text, fontsize=8)
+    return fig
+
+
+def _png(payload: dict[str, Any]) -> bytes | None:
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover
+        return None
+    fig = figure(payload)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
 
 
-def main(argv: list[str] | None = None) -> list[Path]:
+def main(argv: list[str] | None = None, track: Any = None) -> list[Path]:
+    """The command line (``track``: the caller's progress display; without one the run opens its own)."""
     ap = argparse.ArgumentParser(prog="memsim bench longmemeval-scale", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="20 protocol questions (projected), 2 design questions at "
                                                           "8 and 16 sessions, a ~200 MB loader file")
@@ -471,9 +552,15 @@ def main(argv: list[str] | None = None) -> list[Path]:
     ap.add_argument("--loader-bytes", type=int, default=None)
     a = ap.parse_args(argv)
     parts = [p.strip() for p in a.parts.split(",") if p.strip()]
-    paths = run(a.out or default_out_dir(a.quick), quick=a.quick, seed=a.seed, parts=parts,
-                protocol_questions=a.protocol_questions, design_questions=a.design_questions,
-                loader_bytes=a.loader_bytes)
+    try:  # a selection of nothing is a usage error, before any work
+        check_config(parts, a.quick, protocol_questions=a.protocol_questions, design_questions=a.design_questions,
+                     loader_bytes=a.loader_bytes)
+    except ValueError as exc:
+        ap.error(str(exc))
+    with given_or_own(track) as shown:
+        paths = run(a.out or default_out_dir(a.quick), quick=a.quick, seed=a.seed, parts=parts,
+                    protocol_questions=a.protocol_questions, design_questions=a.design_questions,
+                    loader_bytes=a.loader_bytes, track=shown)
     for p in paths:
         print(f"wrote {p}")
     return paths

@@ -203,19 +203,21 @@ def _figure(rows: list[dict[str, Any]]) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks.plotting import grouped_bars, zero_legend_handle
+
     cols = ("R@8", "P@8", "nDCG@10", "MRR", "neg_share@8")
     fig, ax = plt.subplots(figsize=(11, 4.2))
-    n = len(rows)
-    width = 0.8 / max(1, n)
-    x = np.arange(len(cols))
     cmap = plt.get_cmap("tab10")
-    for i, r in enumerate(rows):
-        ax.bar(x + i * width - 0.4 + width / 2, [r.get(c, 0.0) for c in cols], width, label=r["selector"],
-               color=cmap(i % 10))
-    ax.set_xticks(x, cols)
+    # a measured zero is a stroke on the axis; a metric a row lacks has no mark
+    zeros = grouped_bars(ax, cols, [(r["selector"], [r.get(c) for c in cols], cmap(i % 10))
+                                    for i, r in enumerate(rows)])
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("mean over queries")
     ax.set_title("Selectors on the synthetic CBR world (higher is better, except neg_share@8)")
-    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    handles, labels = ax.get_legend_handles_labels()
+    if zeros:
+        handles.append(zero_legend_handle())
+        labels.append(handles[-1].get_label())
+    ax.legend(handles, labels, fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="y", alpha=0.3)
     return fig

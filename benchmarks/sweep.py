@@ -55,6 +55,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from benchmarks.common import machine_description, md_table, set_torch_threads, write_results
+from benchmarks.progress import as_tracker
 
 BENCHMARKS = ("selectors", "cbr-loop", "locomo")
 SELECTOR_STEPS = ("oracle", "np_pooler", "np_mean", "bm25", "rrf", "recency", "random", "pm")
@@ -327,6 +328,12 @@ def size_label(size: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in size.items()) or "default"
 
 
+def cell_label(cell: dict[str, Any]) -> str:
+    """``<config>, seed <s>[, <size>]``: which cell is running (the progress status)."""
+    size = f", {size_label(cell['size'])}" if cell["size"] else ""
+    return f"{size_label(cell['config'])}, seed {cell['seed']}{size}"
+
+
 # ------------------------------------------------------------------------------------------------------ one cell
 def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
     """Run one cell; ``{"cell", "rows": [{"name", metrics...}], "seconds", "pid"}``. Pure in everything but
@@ -485,8 +492,14 @@ def run_local(todo: Sequence[dict[str, Any]], workers: int, track: Track = _no_t
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    if workers == 1:
-        return [run_cell(c) for c in track(todo, description="sweep cells (local)", total=len(todo))]
+    if workers == 1:  # the status names the cell running
+        tracker, out = as_tracker(track), []
+        with tracker.phase("sweep cells (local)", total=len(todo), unit="cells") as ph:
+            for c in todo:
+                ph.update(status=cell_label(c))
+                out.append(run_cell(c))
+                ph.update(advance=1)
+        return out
     results: list[dict[str, Any] | None] = [None] * len(todo)
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
         futures = {pool.submit(run_cell, c): i for i, c in enumerate(todo)}

@@ -481,7 +481,7 @@ def check_longmemeval(path: Path, progress: Callable[[int, int], None] | None = 
     from harness.workloads.longmemeval import (
         LoadStats,
         LongMemEvalDataError,
-        describe_data,
+        data_label,
         iter_questions,
         parse_date,
     )
@@ -555,8 +555,9 @@ def check_longmemeval(path: Path, progress: Callable[[int, int], None] | None = 
         rep.errors.append(str(exc).removeprefix(f"{path}: "))
     rep.rows = st.questions
     rep.shapes = dict(shapes.most_common())
+    label = data_label(path)  # the one function every command names LongMemEval data with
     rep.facts = {
-        "release": describe_data(path).removeprefix(f"{path.name}: "),
+        "release": label["line"].removeprefix(f"{path.name}: "),
         "questions_by_type": dict(st.question_types),
         "abstention": abstention,
         "abstention_by_type": dict(abs_types),
@@ -571,6 +572,8 @@ def check_longmemeval(path: Path, progress: Callable[[int, int], None] | None = 
         "unknown_fields": dict(st.unknown_fields),
     }
     q_ = rep.quirks
+    if label["warning"]:
+        q_.append(label["warning"])
     if dup_questions:
         q_.append(f"{dup_questions} question(s) list a session id more than once ({dup_extra} extra occurrence(s)); "
                   "every occurrence is kept, as the official code keeps it")

@@ -40,6 +40,9 @@ committed LongMemEval results run on data made here. What is realised, and why:
 :func:`write_file` streams the file question by question (never the whole list in memory) through a temp file and
 a rename, and writes a sidecar ``<file>.generator.json`` with the description that results carry under ``"data"``
 and label as :func:`label` (``data: synthetic, benchmarks.worlds.longmemeval seed <S>``). Deterministic per seed.
+The sidecar records the file's byte size and sha256, and counts only while both match the file
+(``harness.workloads.longmemeval.data_label``, which every command asks): a file saved over a generated one is
+never labelled synthetic. :func:`remove_file` deletes a generated file with its sidecar.
 """
 
 from __future__ import annotations
@@ -57,9 +60,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.workloads.longmemeval import generator_description, sidecar_path, synthetic_label
+
 GENERATOR = "benchmarks.worlds.longmemeval"
 VERSION = 1
-SIDECAR_SUFFIX = ".generator.json"
 
 # S's counts per 500 questions (spec section 2)
 TYPE_COUNTS_PER_500 = {
@@ -152,7 +156,7 @@ def _format_date(d: _dt.datetime) -> str:
 
 def label(description: dict[str, Any]) -> str:
     """The one-line data label every results JSON and page shows for generated data."""
-    return f"data: synthetic, {description.get('generator', GENERATOR)} seed {description.get('seed')}"
+    return synthetic_label({"generator": GENERATOR, **description})
 
 
 def type_sequence(n_questions: int, seed: int = 0) -> list[str]:
@@ -396,10 +400,6 @@ def generate(n_questions: int, *, seed: int = 0, sessions: int = S_SESSIONS, reu
         yield _question(i, t, i in abs_idx, seed=seed, sessions=sessions, reuse=reuse, pool_size=pool_size)
 
 
-def sidecar_path(path: Path) -> Path:
-    return path.with_name(path.name + SIDECAR_SUFFIX)
-
-
 def write_file(path: Path, n_questions: int, *, seed: int = 0, sessions: int = S_SESSIONS, reuse: float = 0.6,
                pool_size: int = 2000, progress: Callable[[int, int, int], None] | None = None,
                fault_hook: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -463,19 +463,15 @@ def write_file(path: Path, n_questions: int, *, seed: int = 0, sessions: int = S
 
 
 def describe(path: Path) -> dict[str, Any] | None:
-    """The generator's description of ``path`` (its sidecar), or None when there is none or it describes another
-    file (its recorded byte size differs from the file's)."""
-    path = Path(path)
-    side = sidecar_path(path)
-    try:
-        desc = json.loads(side.read_text(encoding="utf-8"))
-        if not isinstance(desc, dict) or desc.get("generator") != GENERATOR:
-            return None
-        if desc.get("bytes") != path.stat().st_size:
-            return None
-    except (OSError, ValueError):
-        return None
-    return desc
+    """The generator's description of ``path`` (its sidecar), or None when there is none or it does not record
+    this file's byte size and sha256 (``harness.workloads.longmemeval.generator_description``)."""
+    return generator_description(path)[0]
+
+
+def remove_file(path: Path) -> None:
+    """Delete a generated file and its sidecar (either may be missing already)."""
+    Path(path).unlink(missing_ok=True)
+    sidecar_path(Path(path)).unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -509,6 +505,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{a.out}: {e}", file=sys.stderr)
         return 2
     print(f"{a.out}: {desc['questions']} questions, {desc['bytes']:,} bytes; {desc['label']}")
+    print(f"wrote {a.out}")
+    print(f"wrote {sidecar_path(a.out)} (the file's description: generator, seed, size, sha256)")
     return 0
 
 

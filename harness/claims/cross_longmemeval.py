@@ -13,12 +13,15 @@ Selections, all stable (file order, the first questions that qualify, counts sta
 - the **shared selection**: the first ``PER_TYPE`` questions of each of the six question types, read in one
   streaming pass that stops once every quota is met (XD-17; XD-18 and XD-19 take their questions from it);
 - XD-16: the first ``SSA_QUESTIONS`` ``single-session-assistant`` questions;
-- XD-20: the first ``MULTI_QUESTIONS`` ``multi-session`` questions;
+- XD-20: every ``multi-session`` question of the file (BM25 is cheap: no first-few sample decides the verdict);
+  skipped, with the count, when fewer than ``MIN_MULTI_QUESTIONS`` of them can be scored;
 - XD-18: the ``TORTOISE_QUESTIONS`` questions with the fewest turns among those of the shared selection that are
   neither abstention nor ``temporal-reasoning`` (upstream skips the expansion for temporal questions) and have
   evidence turns;
-- XD-19: the first ``FRACTAL_QUESTIONS`` questions of the shared selection, each run on the first half of its
-  haystack's sessions and on the whole haystack.
+- XD-19: the first ``FRACTAL_QUESTIONS`` questions of the shared selection and, when none of them has an
+  assistant evidence turn, the first question of the shared selection (else of the file's first
+  ``SSA_QUESTIONS`` single-session-assistant questions) that has one, so assistant-side evidence is always
+  tested; each run on the first half of its haystack's sessions and on the whole haystack.
 
 XD-16, XD-17 and XD-20 drive the official protocol (``harness.workloads.lme_retrieval``: corpus, gold, BM25 ranking,
 averaging); XD-18 and XD-19 run design arms through ``harness.workloads.runner.run_conversation`` on
@@ -61,11 +64,14 @@ TORTOISE_QUESTIONS = 1
 """Questions XD-18 runs Tortoise on: the eligible questions of the shared selection with the fewest turns (file
 order among equals). One, to keep the file's claims near a minute: a Tortoise ingest of an S-shaped haystack
 (about 400-500 turns) took 35-60 s on one CPU thread of a shared two-core machine (2 questions: 120 s)."""
-MULTI_QUESTIONS = 8
-"""``multi-session`` questions XD-20 reads (the non-abstention ones with two or more gold sessions are scored)."""
+MIN_MULTI_QUESTIONS = 20
+"""XD-20 scores every non-abstention ``multi-session`` question of the file with two or more gold sessions; with
+fewer than this many it is skipped with the count (S has about 120; a verdict decided by two questions flipped
+between an 8-question and a 60-question file)."""
 FRACTAL_QUESTIONS = 4
 """Questions XD-19 runs Fractal on (each twice: the first half of its sessions, then the whole haystack; the
-released S haystacks are all about 115k tokens, so the halves give the size its spread)."""
+released S haystacks are all about 115k tokens, so the halves give the size its spread), plus one question with
+assistant-side evidence when none of them has any."""
 MIN_ASSISTANT_ONLY_SHARE = 0.5
 """XD-16: more than this share of the inspected single-session-assistant questions must have their evidence in
 assistant turns only (51 of 56 on S, cleaned)."""
@@ -160,7 +166,8 @@ def _typed(path: Path, qtype: str, n: int) -> list[LmeQuestion]:
 def _run(path: Path, arm: str, questions: Sequence[LmeQuestion],
          sessions: int | None = None) -> list[dict[str, Any]]:
     """``run_conversation`` of ``arm`` on each question's conversation, or on the conversation of its first
-    ``sessions`` haystack sessions when given (cached); raises ``ArmFailed``."""
+    ``sessions`` haystack sessions when given (cached), with ``delivered_ids`` (row -> the turn ids the delivered
+    text carries) added; raises ``ArmFailed``."""
     from harness.workloads.lme_workload import to_conversation
     from harness.workloads.runner import run_conversation
 
@@ -169,7 +176,11 @@ def _run(path: Path, arm: str, questions: Sequence[LmeQuestion],
         key = ("run", _file_key(path), arm, q.index, q.question_id, sessions)
         if key not in _CACHE:
             cut = q if sessions is None else q.model_copy(update={"sessions": q.sessions[:sessions]})
-            res = run_conversation(to_conversation(cut), [arm], _root() / f"{len(_CACHE)}")
+            delivered: dict[str, list[str]] = {}
+            res = run_conversation(to_conversation(cut), [arm], _root() / f"{len(_CACHE)}",
+                                   on_delivery=lambda row, probe, d, got=delivered: got.__setitem__(
+                                       row, sorted(d.dia_ids)))
+            res["delivered_ids"] = delivered
             info = res["arms"][arm]
             if info["status"] != "ok":
                 raise ArmFailed(f"{q.question_id}: {arm}: {info['status']}: {info.get('message', '')}")
@@ -341,83 +352,141 @@ def _haystack(q: LmeQuestion, sessions: int | None = None) -> tuple[int, int]:
     return sum(len(s.turns) for s in kept), sum(len(t.content) for s in kept for t in s.turns)
 
 
+def _assistant_evidence(q: LmeQuestion, sessions: int | None = None) -> list[str]:
+    """The turn ids (as ``to_conversation`` names them) of the assistant evidence turns of the question's haystack,
+    or of its first ``sessions`` sessions."""
+    from harness.workloads.lme_workload import to_conversation
+
+    cut = q if sessions is None else q.model_copy(update={"sessions": q.sessions[:sessions]})
+    return [t.dia_id for s in to_conversation(cut).sessions for t in s.turns
+            if t.role == "assistant" and t.has_answer is True]
+
+
+def fractal_selection(path: Path) -> list[LmeQuestion]:
+    """XD-19's questions: the first ``FRACTAL_QUESTIONS`` of the shared selection, plus (when none of them has an
+    assistant evidence turn) the first question of the shared selection, else of the file's first
+    ``SSA_QUESTIONS`` single-session-assistant questions, that has one."""
+    shared = shared_selection(path)
+    qs = shared[:FRACTAL_QUESTIONS]
+    if not any(_assistant_evidence(q) for q in qs):
+        extra = next((q for q in [*shared, *_typed(path, "single-session-assistant", SSA_QUESTIONS)]
+                      if _assistant_evidence(q)), None)
+        if extra is not None:
+            qs.append(extra)
+    return qs
+
+
 @_xl("XD-19",
      statement="Fractal's delivered tokens grow with the haystack while its delivered evidence recall stays "
-               "complete: on each question, Fractal fed the first half of the haystack's sessions and then the "
-               "whole haystack delivers more tokens for the whole; over those runs the delivered tokens "
-               "rank-correlate with the haystack's size (its characters) above 0.8; and every run with evidence "
-               "turns in its haystack has delivered recall 1 (user and assistant evidence)")
+               "complete: on each question (a question with assistant-side evidence always among them), Fractal "
+               "fed the first half of the haystack's sessions and then the whole haystack delivers more tokens for "
+               "the whole; over those runs the delivered tokens rank-correlate with the haystack's size (its "
+               "characters) above 0.8; every run with evidence turns in its haystack has delivered recall 1 (user "
+               "and assistant evidence); and every assistant evidence turn of a haystack is delivered")
 def xd_19(ctx: ClaimContext) -> Observation:
     path = _path()
-    qs = shared_selection(path)[:FRACTAL_QUESTIONS]
+    qs = fractal_selection(path)
     if not qs:
         return Observation.skipped(f"{path.name}: no question")
+    if not any(_assistant_evidence(q) for q in qs):
+        return Observation.skipped(f"{path.name}: no question with an assistant evidence turn among the first "
+                                   f"questions of each type and the first {SSA_QUESTIONS} single-session-assistant "
+                                   "questions: the assistant side cannot be tested")
     halves = [max(1, len(q.sessions) // 2) for q in qs]
     per = []
     for q, half in zip(qs, halves, strict=True):
-        row: dict[str, Any] = {"question_id": q.question_id, "sessions": len(q.sessions)}
+        row: dict[str, Any] = {"question_id": q.question_id, "question_type": q.question_type,
+                               "sessions": len(q.sessions)}
         for label, cut in (("half", half), ("whole", None)):
             (res,) = _run(path, "fractal", [q], sessions=cut)
             rec = _rec(res, "fractal")
             turns, chars = _haystack(q, cut)
+            wanted = _assistant_evidence(q, cut)
+            got = set(res["delivered_ids"].get("fractal", []))
             row[label] = {"sessions": cut or len(q.sessions), "turns": turns, "chars": chars,
                           "tokens": rec["tokens"], "recall": _r(rec["recall"]),
-                          "delivered_turns": rec["delivered_turns"]}
+                          "delivered_turns": rec["delivered_turns"], "assistant_evidence": len(wanted),
+                          "assistant_evidence_delivered": sum(1 for i in wanted if i in got)}
         per.append(row)
     runs = [p[h] for p in per for h in ("half", "whole")]
     rho_chars = _spearman([r["chars"] for r in runs], [r["tokens"] for r in runs])
     rho_turns = _spearman([r["turns"] for r in runs], [r["tokens"] for r in runs])
     scored = [r for r in runs if r["recall"] is not None]
+    assistant = [r for r in runs if r["assistant_evidence"]]
     grow = [p["whole"]["tokens"] - p["half"]["tokens"] for p in per]
     added = [p["whole"]["chars"] - p["half"]["chars"] for p in per]
     return Observation.from_checks(
         {"whole_more_tokens_than_half_each": all(g > 0 for g in grow),
          "tokens_track_haystack": rho_chars is not None and rho_chars > MIN_RANK_CORRELATION,
-         "recall_1_on_every_run_with_evidence": bool(scored) and all(r["recall"] == 1.0 for r in scored)},
+         "recall_1_on_every_run_with_evidence": bool(scored) and all(r["recall"] == 1.0 for r in scored),
+         "assistant_evidence_delivered": bool(assistant) and all(
+             r["assistant_evidence_delivered"] == r["assistant_evidence"] for r in assistant)},
         measured={"data": _data_line(path), "questions": len(per), "runs": len(runs), "runs_with_evidence":
-                  len(scored), "rank_correlation_tokens_chars": _r(rho_chars),
+                  len(scored), "runs_with_assistant_evidence": len(assistant),
+                  "assistant_evidence_turns": sum(r["assistant_evidence"] for r in assistant),
+                  "assistant_evidence_turns_delivered": sum(r["assistant_evidence_delivered"] for r in assistant),
+                  "rank_correlation_tokens_chars": _r(rho_chars),
                   "rank_correlation_tokens_turns": _r(rho_turns),
                   "added_tokens_per_added_char": _r(float(np.mean([g / a for g, a in zip(grow, added, strict=True)
                                                                    if a > 0] or [float("nan")]))),
                   "per_question": per},
-        evidence="; ".join(f"{p['question_id']}: {p['half']['sessions']} sessions {p['half']['tokens']} tokens "
-                           f"(recall {p['half']['recall']}) -> {p['whole']['sessions']} sessions "
-                           f"{p['whole']['tokens']} tokens (recall {p['whole']['recall']})" for p in per))
+        evidence="; ".join(f"{p['question_id']} ({p['question_type']}): {p['half']['sessions']} sessions "
+                           f"{p['half']['tokens']} tokens (recall {p['half']['recall']}) -> {p['whole']['sessions']} "
+                           f"sessions {p['whole']['tokens']} tokens (recall {p['whole']['recall']}, assistant "
+                           f"evidence {p['whole']['assistant_evidence_delivered']}/{p['whole']['assistant_evidence']})"
+                           for p in per))
 
 
 # --------------------------------------------------------------------------------------------------- XD-20
+def multi_session_rows(path: Path) -> tuple[int, list[dict[str, Any]]]:
+    """XD-20's data: how many ``multi-session`` questions the file holds, and BM25's session-level recall_any and
+    recall_all at 5 and 10 for every one that is not abstention and has two or more gold sessions (one streaming
+    pass, cached)."""
+    from harness.workloads import lme_retrieval as lr
+
+    key = ("multi", _file_key(path))
+    if key not in _CACHE:
+        bm25 = lr.Bm25Retriever()
+        n, per = 0, []
+        for q in iter_questions(path, types=["multi-session"]):
+            n += 1
+            if q.abstention:
+                continue
+            docs, ids = lr.build_corpus(q, "session")
+            gold = lr.gold_ids(ids)
+            if len(gold) < 2:
+                continue
+            m = lr.evaluate(bm25.rank(docs, q.question), ids)
+            per.append({"question_id": q.question_id, "sessions": len(docs), "gold_sessions": len(gold),
+                        **{f"{k}@{c}": m[f"{k}@{c}"] for c in (5, 10) for k in ("recall_any", "recall_all")}})
+        _CACHE[key] = (n, per)
+    n, per = _CACHE[key]
+    return n, list(per)
+
+
 @_xl("XD-20",
      statement="The paper's Recall@k (recall_all: every gold session in the top k) and the recall_any@k that "
                "package READMEs quote as R@k are different numbers where a question has several evidence "
-               "sessions: on multi-session questions (non-abstention, two or more gold sessions in the official "
-               "corpus), BM25's session-level recall_any@5 averages above its recall_all@5")
+               "sessions: over every multi-session question of the file (non-abstention, two or more gold "
+               "sessions in the official corpus; at least 20 of them), BM25's session-level recall_any@5 averages "
+               "above its recall_all@5")
 def xd_20(ctx: ClaimContext) -> Observation:
-    from harness.workloads import lme_retrieval as lr
-
     path = _path()
-    bm25 = lr.Bm25Retriever()
-    per = []
-    for q in _typed(path, "multi-session", MULTI_QUESTIONS):
-        if q.abstention:
-            continue
-        docs, ids = lr.build_corpus(q, "session")
-        gold = lr.gold_ids(ids)
-        if len(gold) < 2:
-            continue
-        m = lr.evaluate(bm25.rank(docs, q.question), ids)
-        per.append({"question_id": q.question_id, "sessions": len(docs), "gold_sessions": len(gold),
-                    **{f"{k}@{c}": m[f"{k}@{c}"] for c in (5, 10) for k in ("recall_any", "recall_all")}})
-    if not per:
-        return Observation.skipped(f"{path.name}: no non-abstention multi-session question with two or more gold "
-                                   f"sessions among the first {MULTI_QUESTIONS}")
+    n_multi, per = multi_session_rows(path)
+    if len(per) < MIN_MULTI_QUESTIONS:
+        return Observation.skipped(f"{path.name}: {len(per)} non-abstention multi-session question(s) with two or "
+                                   f"more gold sessions (of {n_multi} multi-session question(s)); the claim needs "
+                                   f"at least {MIN_MULTI_QUESTIONS}")
     mean = {k: _r(float(np.mean([p[k] for p in per]))) for k in ("recall_any@5", "recall_all@5", "recall_any@10",
                                                                   "recall_all@10")}
     assert mean["recall_any@5"] is not None and mean["recall_all@5"] is not None
     return Observation.from_checks(
         {"recall_any_above_recall_all_at_5": mean["recall_any@5"] > mean["recall_all@5"]},
-        measured={"data": _data_line(path), "questions": len(per), "mean": mean,
-                  "gap_at_5": _r(mean["recall_any@5"] - mean["recall_all@5"]),
+        measured={"data": _data_line(path), "multi_session_questions": n_multi, "questions": len(per),
+                  "mean": mean, "gap_at_5": _r(mean["recall_any@5"] - mean["recall_all@5"]),
                   "questions_with_gap_at_5": sum(1 for p in per if p["recall_any@5"] > p["recall_all@5"]),
                   "per_question": per},
-        evidence="; ".join(f"{p['question_id']}: {p['gold_sessions']} gold of {p['sessions']} sessions, "
-                           f"recall_any@5 {p['recall_any@5']} recall_all@5 {p['recall_all@5']}" for p in per))
+        evidence=f"{len(per)} questions scored: " + "; ".join(
+            f"{p['question_id']}: {p['gold_sessions']} gold of {p['sessions']} sessions, recall_any@5 "
+            f"{p['recall_any@5']} recall_all@5 {p['recall_all@5']}" for p in per[:8])
+        + ("; ..." if len(per) > 8 else ""))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -85,7 +86,8 @@ def _arm_option_error(exc: ValueError, arms: str | None, arm_class: list[str] | 
 def _main_argv(mod: Any) -> Callable[..., list[Path]]:
     """A bench runner for a benchmark whose entry point is ``main(argv)`` taking ``--out``, ``--seed``, ``--quick``."""
     def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
-        return mod.main(["--out", str(out_dir), "--seed", str(seed), *(["--quick"] if quick else [])])
+        shown = {"track": track} if "track" in inspect.signature(mod.main).parameters else {}  # the run's display
+        return mod.main(["--out", str(out_dir), "--seed", str(seed), *(["--quick"] if quick else [])], **shown)
 
     return go
 

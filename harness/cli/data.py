@@ -26,13 +26,19 @@ def _short(d: dict[str, object], limit: int = 4) -> str:
     return text + (f"; +{len(items) - limit} more" if len(items) > limit else "")
 
 
+FACT_ENTRIES = 12
+"""Entries of one fact shown in full (LongMemEval's six question types with room for unknown ones); a longer
+fact shows its first ``FACT_ENTRIES - 2`` and how many more (every entry is in ``--json``)."""
+
+
 def _facts(rep_facts: dict[str, object]) -> str:
     skip = {"malformed_lines", "blank_lines", "malformed_count", "layout"}
     parts = []
     for k, v in rep_facts.items():
         if k in skip or v in ({}, None):
             continue
-        parts.append(f"{k}: {_short(v) if isinstance(v, dict) else v}")
+        limit = len(v) if isinstance(v, dict) and len(v) <= FACT_ENTRIES else FACT_ENTRIES - 2
+        parts.append(f"{k}: {_short(v, limit) if isinstance(v, dict) else v}")
     return "\n".join(parts)
 
 

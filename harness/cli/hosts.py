@@ -1,9 +1,16 @@
 """``memsim hosts ...``: install the pinned agent hosts (Claude Code, Codex) with npm into memsim's cache folder,
 list what is installed, and run host scenarios on them (``memsim hosts run``). The hosts are test and benchmark
-dependencies: never installed globally, never committed."""
+dependencies: never installed globally, never committed.
+
+``hosts run`` follows the run-ownership rule of :mod:`harness.runs`: each scenario on each host is one run that
+owns ``<out>/<scenario>/<host>/`` and its summary ``<out>/<scenario>/<host>.json``, writes into a staging folder
+and replaces its earlier results only once finished (a re-run never reads an earlier run's store, HOME or hook
+records); a run that is skipped writes nothing, and Ctrl-C or SIGTERM removes the unfinished run after ending its
+host and model server (exit 130 or 143). A hosts run is short, so replacing one never needs ``--overwrite``."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,7 +19,8 @@ import typer
 from harness.cli.boundary import bad_option, fail, make_console
 
 app = typer.Typer(help="Agent hosts memsim drives offline (Claude Code, Codex): install them pinned with npm into "
-                       "memsim's cache folder ($MEMSIM_HOSTS_DIR) and list them.", no_args_is_help=True)
+                       "memsim's cache folder ($MEMSIM_HOSTS_DIR), list them, and run host scenarios on them "
+                       "against a loopback model server (memsim hosts run).", no_args_is_help=True)
 console = make_console()  # markup and emoji off: paths print as given
 
 
@@ -150,12 +158,24 @@ def summary_line(scenario: str, host: str, s: dict[str, Any]) -> str:
             f"{chk}")
 
 
-def _memsim_exe() -> str:
-    import shutil
-    import sys
+def _plan(loaded: list[tuple[Path, Any]], host: list[str] | None) -> list[tuple[Path, Any, str]]:
+    """The (file, scenario, host) runs to make, printing one ``skipped`` line for each pair that cannot run."""
+    from harness.hosts import install as inst
 
-    here = Path(sys.executable).with_name("memsim")
-    return str(here) if here.exists() else (shutil.which("memsim") or "memsim")
+    runs = []
+    for path, scn in loaded:
+        for h in (host or list(scn.run_hosts)):
+            if h not in scn.run_hosts:
+                console.print(f"{scn.name} {h}: skipped: the scenario runs on {', '.join(scn.run_hosts)}",
+                              soft_wrap=True)
+            elif h not in inst.HOSTS:
+                console.print(f"{scn.name} {h}: skipped: memsim has no driver for {h}", soft_wrap=True)
+            elif inst.find_host(h) is None:
+                console.print(f"{scn.name} {h}: skipped: {h} {inst.HOSTS[h].version} is not installed (memsim "
+                              f"hosts install {h})", soft_wrap=True)
+            else:
+                runs.append((path, scn, h))
+    return runs
 
 
 @app.command("run")
@@ -173,55 +193,97 @@ def run_cmd(
 ) -> None:
     """Run scenarios on the installed pinned hosts against the loopback model server and print, per session, where
     each memory item reached the model, the prompt latency, the store against the host's transcript, lost
-    sessions and the expectation checks. Writes <out>/<scenario>/<host>/ (result.json, per session s<i>/ with the
-    recorded requests and hook runs) and <out>/summary.json. Exit status 1 when a check fails."""
-    import json
+    sessions and the expectation checks.
+
+    Each scenario on each host is a run of its own: it writes <out>/<scenario>/<host>/ (result.json, per session
+    s<i>/ with the recorded requests and hook runs) and <out>/<scenario>/<host>.json (the summary), starting from a
+    fresh store, HOME and hook records, and replaces that run's earlier results only when it has finished; nothing
+    else in <out> is touched, and a run that is skipped writes nothing. Ctrl-C or SIGTERM ends the host and the
+    model server and removes the unfinished run (exit 130 or 143). Exit status 1 when a check fails."""
+    import time
 
     from harness.cli.boundary import check_output_dir
-    from harness.hosts import install as inst
-    from harness.hosts.scenario import KNOWN_HOSTS, ScenarioError, load_scenario, run_scenario
+    from harness.cli.run_output import removed_if_empty_on_failure
+    from harness.hosts.scenario import (
+        KNOWN_HOSTS,
+        ScenarioError,
+        load_scenario,
+        memsim_executable,
+        run_scenario,
+    )
     from harness.results_dir import default_out
+    from harness.runs import (
+        Terminated,
+        exit_code_for,
+        final_path,
+        owned_run,
+        run_record,
+        terminated_as_interrupt,
+    )
 
     if isolation not in ("auto", "netns", "base-url"):
         raise bad_option("--isolation", isolation, ("auto", "netns", "base-url"))
     for h in host or []:
         if h not in KNOWN_HOSTS:
             raise bad_option("--host", h, list(KNOWN_HOSTS))
+    host = list(dict.fromkeys(host)) if host else None  # a host named twice runs once
     loaded = []
     for path in scenarios:
         try:
             loaded.append((path, load_scenario(path)))
         except ScenarioError as exc:
             raise fail(str(exc)) from None
-    out_dir = check_output_dir(out or default_out("hosts"))
-    err = make_console(stderr=True)
-    exe = _memsim_exe()
-    summary: list[dict[str, Any]] = []
-    failed = 0
+    names: dict[str, Path] = {}
     for path, scn in loaded:
-        for h in (host or list(scn.run_hosts)):
-            if h not in scn.run_hosts:
-                console.print(f"{scn.name} {h}: skipped: the scenario runs on {', '.join(scn.run_hosts)}",
-                              soft_wrap=True)
-                continue
-            if inst.find_host(h) is None:
-                console.print(f"{scn.name} {h}: skipped: {h} {inst.HOSTS[h].version} is not installed (memsim "
-                              f"hosts install {h})" if h in inst.HOSTS else
-                              f"{scn.name} {h}: skipped: memsim has no driver for {h}", soft_wrap=True)
-                continue
+        if scn.name in names:
+            raise fail(f"{path}: the scenario name {scn.name!r} is also the name of {names[scn.name]} (each "
+                       "scenario writes <out>/<name>/: give each file its own name)")
+        names[scn.name] = path
+    allowed = sorted({h for _, scn in loaded for h in scn.run_hosts})
+    for h in host or []:
+        if h not in allowed:
+            raise bad_option("--host", h, f"the scenario(s) run on {', '.join(allowed)}")
+    runs = _plan(loaded, host)
+    if not runs:
+        return  # every pair skipped (one line each above): nothing ran, nothing is written
+    out_dir = out or default_out("hosts")
+    err = make_console(stderr=True)
+    try:
+        exe = memsim_executable()
+    except ScenarioError as exc:
+        raise fail(str(exc)) from None
+    failed = 0
+    with removed_if_empty_on_failure(out_dir):
+        check_output_dir(out_dir)
+        for path, scn, h in runs:
+            name = f"{scn.name}/{h}"
             err.print(f"running {scn.name} on {h} ({len(scn.sessions)} session(s)) ...", soft_wrap=True)
+            t0 = time.perf_counter()
             try:
-                res = run_scenario(scn, h, out_dir / scn.name, memsim_exe=exe, scenario_dir=path.resolve().parent,
-                                   isolation=isolation)
+                with terminated_as_interrupt(), owned_run(out_dir, [name]) as stage:
+                    res = run_scenario(scn, h, stage / scn.name, memsim_exe=exe, scenario_dir=path.resolve().parent,
+                                       isolation=isolation, report_dir=out_dir.resolve() / scn.name)
+                    rows = []
+                    for s in res["sessions"]:
+                        acc = session_summary(s)
+                        failed += len(acc["checks_failed"])
+                        console.print(summary_line(scn.name, h, acc), soft_wrap=True)
+                        rows.append(acc)
+                    first = res["sessions"][0] if res["sessions"] else {}
+                    summary = {"scenario": scn.name, "file": str(path), "host": h, "version": first.get("version"),
+                               "isolation": first.get("isolation"), "run_dir": res["run_dir"],
+                               "checks_failed": sum(len(r["checks_failed"]) for r in rows), "sessions": rows,
+                               "run": run_record(time.perf_counter() - t0)}
+                    written = stage / scn.name / f"{h}.json"
+                    written.write_text(json.dumps(summary, indent=1, default=str) + "\n", encoding="utf-8")
+            except KeyboardInterrupt as exc:
+                why = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
+                err.print(f"stopped by {why}: {scn.name} on {h} is not written (its host, model server and "
+                          "temporary files are gone)", soft_wrap=True)
+                raise typer.Exit(exit_code_for(exc)) from None
             except (ScenarioError, OSError, RuntimeError) as exc:
                 raise fail(f"{path}: {h}: {' '.join(str(exc).split()) or type(exc).__name__}") from None
-            for s in res["sessions"]:
-                acc = session_summary(s)
-                failed += len(acc["checks_failed"])
-                console.print(summary_line(scn.name, h, acc), soft_wrap=True)
-                summary.append({"scenario": scn.name, "file": str(path), "host": h, "version": s["version"],
-                                "isolation": s["isolation"], **acc})
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n", encoding="utf-8")
-    console.print(f"wrote {out_dir / 'summary.json'}", soft_wrap=True)
+            console.print(f"wrote {final_path(stage, out_dir, written)} and {out_dir / scn.name / h}/",
+                          soft_wrap=True)
     if failed:
         raise fail(f"{failed} expectation check(s) failed (see the lines above)")

@@ -2,9 +2,14 @@
 
 :func:`run_session` writes the host's configuration into the session's own HOME (never the user's: ``~/.claude``
 and ``~/.codex`` are neither read nor written, since the host only ever sees ``HOME=spec.home``), builds a clean
-environment (PATH, locale and ``spec.env``: no variable of the calling process leaks in, so no real key or endpoint
-can reach the host), and runs the host together with the loopback model server in one runner process
-(:mod:`harness.hosts.isolate`), in its own network namespace when the machine allows it.
+environment (PATH, locale, ``TMPDIR`` and ``spec.env``: no variable of the calling process leaks in, so no real key
+or endpoint can reach the host), and runs the host together with the loopback model server in one runner process
+(:mod:`harness.hosts.isolate`), in its own network namespace when the machine allows it. ``TMPDIR`` is
+``spec.env["TMPDIR"]`` when given (the scenario runner gives its run's private folder), else a private folder made
+for the session and removed after it: the hosts honour it for their own temporary files (Claude Code's
+``claude-<uid>/...`` session folders and ``cc-socks``, Codex's sandbox lock folder), which would otherwise stay in
+the system temporary directory. An interrupted session (Ctrl-C, SIGTERM) ends the host's processes by pid
+(:func:`stop_runner`).
 
 Claude Code (``spec/hosts.md``): ``claude -p --input-format stream-json --output-format stream-json --verbose``
 with ``ANTHROPIC_BASE_URL``, a dummy ``ANTHROPIC_API_KEY``, ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` and
@@ -35,12 +40,16 @@ transcript is ``$HOME/.cline/data/sessions/<id>/<id>.messages.json``. Findings: 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -329,6 +338,25 @@ def _resolve_isolation(isolation: str) -> str:
     return "netns" if isolation in ("auto", "netns") and ok else "base-url"
 
 
+def stop_runner(runner: subprocess.Popen[str], home: str, grace_s: float = 15.0) -> None:
+    """End an interrupted session: SIGTERM to the runner (it ends the host's process group and every process with
+    the session's HOME, stops the model server and exits), SIGKILL to the runner's group after ``grace_s``, then
+    end by pid whatever still runs with the session's HOME (:func:`harness.hosts.isolate.end_by_home`)."""
+    from harness.hosts.isolate import end_by_home
+
+    try:
+        os.killpg(runner.pid, signal.SIGTERM)
+        runner.wait(timeout=grace_s)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(runner.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            runner.wait(timeout=5)
+    end_by_home(home)
+
+
 def run_runner(plan: dict[str, Any], run_dir: Path, mode: str, *, timeout_s: float) -> dict[str, Any]:
     """Start ``python -m harness.hosts.isolate`` on ``plan`` (under ``unshare -n`` for "netns") and return its
     result dict; the runner is itself bounded (its process group is ended by pid past ``timeout_s`` + a margin)."""
@@ -348,6 +376,9 @@ def run_runner(plan: dict[str, Any], run_dir: Path, mode: str, *, timeout_s: flo
                               stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = runner.communicate(timeout=timeout_s + 30)
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C or SIGTERM here: the session goes with this process
+        stop_runner(runner, str(plan.get("env", {}).get("HOME", "")))
+        raise
     except subprocess.TimeoutExpired:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
@@ -376,6 +407,18 @@ def run_session(host: str, spec: SessionSpec, run_dir: Path, *, isolation: str =
     mode = _resolve_isolation(isolation)
     spec.home.mkdir(parents=True, exist_ok=True)
     spec.cwd.mkdir(parents=True, exist_ok=True)
+    own_tmp = None
+    if "TMPDIR" not in spec.env:  # the host's temporary files go to a private folder, removed after the session
+        own_tmp = Path(tempfile.mkdtemp(prefix="memsim-host-"))
+        spec = dataclasses.replace(spec, env={**spec.env, "TMPDIR": str(own_tmp)})
+    try:
+        return _run_session(host, h, spec, run_dir, mode)
+    finally:
+        if own_tmp is not None:
+            shutil.rmtree(own_tmp, ignore_errors=True)
+
+
+def _run_session(host: str, h: InstalledHost, spec: SessionSpec, run_dir: Path, mode: str) -> SessionRun:
     own_sid = str(uuid.uuid4())
     if host == "claude-code":
         plan = _claude_plan(h, spec)

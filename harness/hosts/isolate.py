@@ -30,6 +30,11 @@ written its pid file yet). Each is sent SIGTERM, then SIGKILL after 5 s; the res
 "found_by" (pid file and/or proc scan), "cmdline", "ended_by"}``, and ``{"left": [pids]}`` when any survived. memsim's own detached filer (``tortoise_sim.filer``) also runs with
 that HOME but not from ``exe``, so it is left alone.
 
+Interruption: SIGTERM to the runner (what :func:`harness.hosts.drivers.run_runner` sends when its own process is
+interrupted, by Ctrl-C or SIGTERM) ends the host's process group (SIGTERM, then SIGKILL after ``kill_grace_s``),
+then every process still running with this session's HOME (:func:`end_by_home`: the hooks' own children, a
+detached filer), stops the server and exits 143 without a result.
+
 A pathname unix socket is a filesystem object, not part of the network namespace, so a service listening on one
 outside (the memsim Tortoise service) stays reachable from inside a "netns" session
 (``tests/harness/hosts/test_drivers.py`` checks it).
@@ -147,7 +152,8 @@ def _proc_marks(pid: int, home: str, exe: str) -> tuple[bool, str]:
     return ours, " ".join(argv)[:300]
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """``pid`` names a running process (a zombie, exited but not yet reaped by its parent, is not)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
             return f.read().rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
@@ -164,7 +170,7 @@ def end_pid(pid: int, grace_s: float = 5.0) -> str:
             return "gone" if name == "SIGTERM" else "SIGTERM"
         t = time.monotonic() + (grace_s if name == "SIGTERM" else 5.0)
         while time.monotonic() < t:
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 return name
             time.sleep(0.05)
     return "still running"
@@ -178,6 +184,37 @@ def _scan(home: str, exe: str) -> dict[int, str]:
             if ours:
                 out[int(entry)] = cmd
     return out
+
+
+def processes_with_home(home: str) -> dict[int, str]:
+    """The running processes (but this one) whose environment holds ``HOME=home``, with their command lines."""
+    out: dict[int, str] = {}
+    mark = f"HOME={home}".encode()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if mark not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = " ".join(a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a)[:300]
+        except OSError:
+            continue
+        if pid_alive(int(entry)):
+            out[int(entry)] = cmd
+    return out
+
+
+def end_by_home(home: str | os.PathLike[str], grace_s: float = 3.0) -> list[dict[str, Any]]:
+    """End, by pid, every process still running with ``HOME=home`` (SIGTERM, then SIGKILL after ``grace_s``): what
+    an interrupted session leaves (the host, its hooks, their children, a detached filer). Only for a HOME a run
+    created fresh for itself, so no other process can carry it; returns ``{"pid", "cmdline", "ended_by"}`` rows."""
+    home = os.fspath(home)
+    if not home:
+        return []
+    return [{"pid": pid, "cmdline": cmd, "ended_by": end_pid(pid, grace_s)}
+            for pid, cmd in sorted(processes_with_home(home).items())]
 
 
 def reap(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -264,6 +301,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     session_id: str | None = None
     setup: list[dict[str, Any]] = []
     reaped: list[dict[str, Any]] = []
+    live: list[subprocess.Popen[str]] = []  # the host processes started, to end when interrupted
     t_start = time.time()
 
     def wait_or_kill(proc: subprocess.Popen[str]) -> None:
@@ -296,6 +334,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
             t_start = time.time()
             proc = _start([_subst(a, port, url) for a in spec["argv"]], env, cwd, stdin=True)
+            live.append(proc)
             out, err = _Reader(proc.stdout, on_line, on_eof), _Reader(proc.stderr)  # type: ignore[arg-type]
             out.start()
             err.start()
@@ -332,6 +371,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                     t_start = t
                 prompt_times.append(t)
                 proc = _start(argv, env, cwd, stdin=False)
+                live.append(proc)
                 out, err = _Reader(proc.stdout), _Reader(proc.stderr)  # type: ignore[arg-type]
                 out.start()
                 err.start()
@@ -349,6 +389,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                     session_id = hits[-1].name if hits else None
                 if timed_out or proc.returncode != 0:
                     break
+    except BaseException:  # interrupted (SIGTERM from the caller, see main): end what this session started
+        for proc in live:
+            if proc.poll() is None:
+                end_group(proc, grace)
+        end_by_home(env.get("HOME", ""))
+        raise
     finally:
         t_end = time.time()
         if spec.get("reap"):
@@ -368,7 +414,15 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m harness.hosts.isolate SPEC.json", file=sys.stderr)
         return 2
     spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
-    result = run(spec)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        result = run(spec)
+    except KeyboardInterrupt:
+        return 143
     out = Path(spec["result"])
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(result), encoding="utf-8")

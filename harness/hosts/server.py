@@ -623,29 +623,75 @@ class ModelServer:
 
 
 def load_script(path: Path) -> list[Reply]:
-    """A script file: a JSON list of Reply objects as dicts."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    """A script file: a JSON list of replies, each ``{"text": ...}`` or ``{"tool": NAME, "input": {...}}``, with an
+    optional ``"delay_s"``; a problem is a ``ValueError`` naming the file (and the entry)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON: {exc}") from None
     if not isinstance(data, list):
-        raise ValueError(f"{path}: a script is a JSON list of replies")
-    return [Reply.from_dict(d) for d in data]
+        raise ValueError(f"{path}: a script is a JSON list of replies, not {type(data).__name__}")
+    out = []
+    for i, d in enumerate(data):
+        try:
+            if not isinstance(d, dict):
+                raise ValueError(f"a reply is an object, not {type(d).__name__}")
+            out.append(Reply.from_dict(d))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: [{i}]: {exc}") from None
+    return out
+
+
+USAGE_EPILOG = """\
+script format: a JSON list of replies, consumed in order by the conversation requests (count_tokens calls, 404s
+and tool-less side calls consume none); each is {"text": "..."} or {"tool": "NAME", "input": {...}} (a tool call
+the host runs for real: Claude Code "Bash" with {"command": ...}, Codex "exec_command" with {"cmd": ...}), with an
+optional "delay_s" (seconds before answering). An exhausted script answers --default-text.
+
+example:
+  echo '[{"text": "It uses Postgres."}]' > script.json
+  python -m harness.hosts.server --script script.json --record requests.jsonl --port 8765 &
+  ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=dummy claude -p "What database?"
+"""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.hosts.server", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--script", type=Path)
-    ap.add_argument("--record", type=Path)
-    ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--max-requests", type=int, default=200)
-    ap.add_argument("--max-seconds", type=float, default=300.0)
+    """``python -m harness.hosts.server``: run the server until it stops by itself or Ctrl-C / SIGTERM; one line
+    when it listens (``listening URL port N``) and one when it stops; a bad option or script is one ``error:``
+    line (exit 2 or 1)."""
+    import signal
+
+    ap = argparse.ArgumentParser(prog="python -m harness.hosts.server", description=__doc__.split("\n\n")[0],
+                                 epilog=USAGE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--script", type=Path, metavar="FILE",
+                    help="JSON list of scripted replies (format below; default: none, every request gets "
+                         "--default-text)")
+    ap.add_argument("--record", type=Path, metavar="FILE",
+                    help="write every request as received to FILE, one JSON object per line (emptied at start; "
+                         "default: not written)")
+    ap.add_argument("--port", type=int, default=0, help="port to bind (default 0: a free one, printed)")
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="address to bind, a loopback address only (default 127.0.0.1)")
+    ap.add_argument("--max-requests", type=int, default=200, metavar="N",
+                    help="stop after this many recorded requests (default 200)")
+    ap.add_argument("--max-seconds", type=float, default=300.0, metavar="S",
+                    help="stop this many seconds after start; a reply's delay is cut there (default 300)")
+    ap.add_argument("--default-text", default="ok", metavar="TEXT",
+                    help="the reply once the script is exhausted, and to side calls (default 'ok')")
     a = ap.parse_args(argv)
     try:
         script = load_script(a.script) if a.script else []
-        server = ModelServer(script, record=a.record, max_requests=a.max_requests, max_seconds=a.max_seconds)
+        server = ModelServer(script, record=a.record, max_requests=a.max_requests, max_seconds=a.max_seconds,
+                             default_text=a.default_text)
         port = server.start(a.host, a.port)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
     print(f"listening {server.url} port {port}", flush=True)
     try:
         server.wait()

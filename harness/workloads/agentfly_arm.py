@@ -69,6 +69,7 @@ from agentfly_sim.bank import (
 )
 from agentfly_sim.driver import DriverConfig, NPDriver, PMDriver
 from agentfly_sim.embedding import ranked_results
+from harness.progress import report
 from harness.workloads.arm_text import dated_line, dated_turns, ids_in_text, turn_snippets
 from harness.workloads.base import ArmContext, Delivery
 from harness.workloads.locomo import Conversation, Probe
@@ -148,8 +149,8 @@ def train_pm_model(train: Sequence[Conversation], workdir: Path, *, seed: int, q
     metrics and ``PM_INFO``), for ``ArmContext.pm_model``. The pairs and training settings are ``PMArm``'s
     (``pm_training_pairs``; 1 negative, 1 epoch and 20 questions per conversation with ``quick``). The
     checkpoints are written atomically (the trainer's named ``atomic_checkpoints`` option, fault steps
-    ``agentfly.train.*``) and ``PM_INFO`` last (step ``memsim.pm_model.info``). No pair at all is a one-line
-    ``ValueError``."""
+    ``agentfly.train.*``) and ``PM_INFO`` last (step ``memsim.pm_model.info``). No pair at all, or too few
+    questions to leave any after the trainer's validation split, is a one-line ``ValueError``."""
     from agentfly_sim.durable import write_with
 
     negatives, epochs = (1, 1) if quick else (2, 20)
@@ -157,6 +158,14 @@ def train_pm_model(train: Sequence[Conversation], workdir: Path, *, seed: int, q
     if not rows:
         raise ValueError(f"the PM model needs training pairs: the {len(train)} training question(s) hold no "
                          f"question with a gold answer and evidence turns")
+    from agentfly_sim.training import TrainConfig, group_split_indices, normalize_label
+
+    ordered = sorted(rows, key=lambda r: len(r["case"]))  # the order _train_classifier writes them in
+    kept, _ = group_split_indices([str(r["query"]) for r in ordered], [normalize_label(r["truth_label"])
+                                                                       for r in ordered], TrainConfig.val_ratio, seed)
+    if not kept:  # the trainer holds whole questions out for validation: nothing would be left to train on
+        raise ValueError(f"the PM model needs more training questions: its trainer holds whole questions out for "
+                         f"validation, and the {len(train)} training question(s) leave none to train on")
     folder = Path(workdir) / "pm-model"
     folder.mkdir(parents=True, exist_ok=True)
     result, train_s = _train_classifier(rows, folder / "pairs.jsonl", folder, seed=seed, epochs=epochs,
@@ -282,6 +291,7 @@ class _BankArm(ABC):
             text = dated_line(turn, session)
             self.case_to_id[text] = turn.dia_id
             append_jsonl(self.bank_path, self._row(text))
+        report(status=f"indexing {len(self.case_to_id)} cases")
         self._start()
         self.ingest_s = time.perf_counter() - started
 

@@ -13,7 +13,8 @@ accuracy it did not measure.
   (LoCoMo keeps only the first alternative). Categories 2 and 4: plain token F1. Category 5 (adversarial): 1 when
   the prediction says "not mentioned" or "no information available", else 0.
 - ``Answerer.check`` makes one call before a run, so a misconfigured LM (no API key: set ``OPENAI_API_KEY``, any
-  value for a local server; no server) stops the run with one line instead of failing every probe.
+  value for a local server; no server) stops the run with one line instead of failing every probe. Every LM
+  failure is said by :func:`lm_error_line`: a missing or refused key names the environment variable to set.
 - A failed LM call is recorded as ``answer_error`` with the message and left out of the F1 average (counted
   beside it), never scored as 0 or 1.
 """
@@ -21,6 +22,7 @@ accuracy it did not measure.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from typing import Any
 
@@ -42,6 +44,45 @@ class AnswerFromMemory(dspy.Signature):
     memory: str = dspy.InputField(desc="what the memory system delivered for this question")
     question: str = dspy.InputField()
     answer: str = dspy.OutputField(desc="a short phrase")
+
+
+_KEY_VAR = re.compile(r"\b([A-Z][A-Z0-9_]*_API_KEY)\b")
+_CREDENTIAL_WORDS = ("auth", "credential", "notconfigured", "apikey")
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and e not in out:
+        out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def lm_error_line(exc: BaseException, limit: int = 300) -> str:
+    """One whole line for a failed LM call (the reader, the judge, the LoCoMo answerer).
+
+    Missing or refused credentials name the environment variable to set, from the provider's own ``env_keys``
+    (dspy's configuration errors carry them) or an ``*_API_KEY`` its message names: ``no API key: set
+    OPENAI_API_KEY in the environment ...`` when the variable is unset, ``the provider refused the key in
+    OPENAI_API_KEY ...`` when it is set. Anything else: the exception's type and the first paragraph of its message
+    (a provider's multi-line guidance dropped), cut between words within ``limit`` characters."""
+    chain = _causes(exc)
+    message = str(exc)
+    keys = [k for e in chain for k in (getattr(e, "env_keys", None) or ())]
+    keys = list(dict.fromkeys(keys or _KEY_VAR.findall(message)))
+    about_keys = any(getattr(e, "code", None) in ("not_configured", "auth")
+                     or any(w in type(e).__name__.lower() for w in _CREDENTIAL_WORDS) for e in chain)
+    if keys and about_keys:
+        names = " or ".join(keys)
+        if not any(os.environ.get(k) for k in keys):
+            return (f"no API key: set {names} in the environment (for a local server that checks no key, any "
+                    f"value)")
+        return f"the provider refused the key in {names}: check its value"
+    text = f"{type(exc).__name__}: {' '.join(message.split(chr(10) * 2)[0].split())}"
+    if len(text) > limit:
+        text = text[:limit - 3].rsplit(" ", 1)[0] + "..."
+    return text
 
 
 def token_f1(prediction: str, gold: str) -> float:
@@ -104,5 +145,5 @@ class Answerer:
                 pred = self.module(memory=text, question=probe.question)
             answer = str(pred.answer).strip()
         except Exception as exc:
-            return {"answer_error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300], "f1": None}
+            return {"answer_error": lm_error_line(exc), "f1": None}
         return {"prediction": answer, "f1": score_answer(answer, probe)}

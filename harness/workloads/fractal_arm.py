@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from fractal_sim import FractalRuntime, Return, ScriptedAgent, TurnScript
+from harness.progress import report
 from harness.workloads.arm_text import ids_in_text, turn_line, turn_snippets
 from harness.workloads.base import ArmContext, Delivery
 from harness.workloads.locomo import Conversation, Probe, Turn
@@ -99,7 +100,10 @@ class FractalArm:
         started = time.perf_counter()
         self.snippets = turn_snippets(conversation)
         runtime = FractalRuntime.create(self.workspace, self.agent, state_dir=self.state_dir)
+        done = 0
         for session in conversation.sessions:
+            report(done)
+            done += len(session.turns)
             for k, (user, reply) in enumerate(pair_turns(session.turns)):
                 message = turn_line(user)
                 header = session_header(session.index, session.date_time) if k == 0 else ""

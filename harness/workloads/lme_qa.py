@@ -168,7 +168,9 @@ def judge_label(response_text: str) -> bool:
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:limit]
+    from harness.workloads.answer import lm_error_line
+
+    return lm_error_line(exc, limit)
 
 
 def _text(output: Any) -> str:

@@ -15,6 +15,12 @@ ingesting or delivering is reported ``error`` with a one-line message, and its p
 half-run arm never enters an average). Either way the other arms go on. With an ``answerer`` (``--lm``), each
 delivered row's text is answered and scored; without it no answer field exists.
 
+Progress: each arm's ingest is a phase of ``track`` counting the conversation's turns (when ``track`` can open
+phases, see ``benchmarks.progress``); the arm reports how far it got with ``harness.progress.report`` (Tortoise:
+the encoding pass, then each session captured; Fractal: each session submitted; AgentFly: the indexing), and an
+encoder call of at least :data:`BIG_CALL` texts through the run's shared encoder says so in the phase's status.
+The probes are a loop of their own.
+
 The same loop runs a LongMemEval question (``harness.workloads.lme_workload.to_conversation``): each arm's
 context names the conversation's workload (``ArmContext.workload``) and, when given, the run's PM model
 (``pm_model``, see ``agentfly_arm.train_pm_model``); the result then also counts its probes per question type
@@ -33,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.progress import report, reporting
 from harness.workloads.arms import ArmSpec, ArmUnavailable, build_arm
 from harness.workloads.base import ArmContext, Delivery
 from harness.workloads.locomo import Conversation, Probe
@@ -41,6 +48,8 @@ from harness.workloads.metrics import TokenCounter, probe_record, token_counter
 Track = Callable[..., Iterable[Any]]
 Answerer = Callable[[Probe, str], dict[str, Any]]
 EXAMPLE_CHARS = 1500
+BIG_CALL = 32
+"""An encoder call of at least this many texts says so in the progress of the step running it."""
 
 
 def compact_meta(meta: dict[str, Any]) -> dict[str, Any]:
@@ -116,6 +125,8 @@ class SharedEncoder:
             self.hits += 1
             return got[1].copy()
         self.misses += 1
+        if len(key) >= BIG_CALL:
+            report(status=f"encoding {len(key)} texts")
         vecs = self.base.encode(list(key))
         if got is None:
             self._calls[key] = (self.arm, np.array(vecs, copy=True))
@@ -168,6 +179,28 @@ def _row_ms(d: Delivery) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
+def _ingest(arm: Any, conv: Conversation, label: str, n_turns: int, track: Track) -> float:
+    """``arm.ingest(conv)`` as a phase of its own (it can take minutes: encoding, training, captures), so the run
+    shows what it is doing before the arm's probe bar appears; returns the ingest's milliseconds.
+
+    With a tracker that opens phases (``track.phase``, see ``benchmarks.progress``) the phase counts the
+    conversation's turns and the arm reports into it through ``harness.progress.report`` (turns done, a status
+    such as ``capturing session 12/48``); a plain ``track`` function shows the ingest as one step."""
+    opener = getattr(track, "phase", None)
+    if opener is None:
+        for _ in track([conv], description=f"{label} ingest ({n_turns} turns)", total=1):
+            t0 = time.perf_counter()
+            arm.ingest(conv)
+            ms = (time.perf_counter() - t0) * 1000
+        return ms
+    with opener(f"{label} ingest", total=n_turns, unit="turns") as phase, reporting(phase.update):
+        t0 = time.perf_counter()
+        arm.ingest(conv)
+        ms = (time.perf_counter() - t0) * 1000
+        phase.update(n_turns, status="")
+    return ms
+
+
 def run_conversation(conv: Conversation, arm_names: Sequence[str | ArmSpec], workdir: Path, *,
                      k_values: tuple[int, ...] = (4, 8), others: tuple[Conversation, ...] = (), lm: str | None = None,
                      quick: bool = False, seed: int = 0, track: Track | None = None,
@@ -211,12 +244,7 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str | ArmSpec], wor
         examples: dict[str, Any] = {}
         try:
             info["rows"] = list(arm.rows)
-            # the ingest is one step of its own bar (it can take seconds: encoding, training, captures), so the
-            # run shows what it is doing before the arm's probe bar appears
-            for _ in track([conv], description=f"{conv.sample_id} {name} ingest ({len(turns)} turns)", total=1):
-                t0 = time.perf_counter()
-                arm.ingest(conv)
-                info["ingest_ms"] = (time.perf_counter() - t0) * 1000
+            info["ingest_ms"] = _ingest(arm, conv, f"{conv.sample_id} {name}", len(turns), track)
             info["ingest_ms_per_turn"] = info["ingest_ms"] / max(1, len(turns))
             stored = arm.stored()
             info["stored_turns"] = len(stored)

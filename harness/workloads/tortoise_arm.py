@@ -79,6 +79,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from harness.progress import report
 from harness.workloads.arm_text import has_content, squash
 from harness.workloads.base import ArmContext, Delivery
 from harness.workloads.locomo import LOCOMO_TEMPORAL, Conversation, Probe, Session, Turn
@@ -234,8 +235,12 @@ class TortoiseArm:
         started = time.perf_counter()
         self.conversation = conversation
         texts = [f"[{t.speaker}] {turn_body(t)}" for s in conversation.sessions for t in s.turns]
-        self.encoder.warm(texts + self._point_texts(conversation))
-        for s in conversation.sessions:
+        texts += self._point_texts(conversation)
+        report(0, status=f"encoding {len(texts)} texts")
+        self.encoder.warm(texts)
+        done = 0
+        for n, s in enumerate(conversation.sessions, 1):
+            report(done, status=f"capturing session {n}/{len(conversation.sessions)}")
             sid = self.session_id(s)
             for i, t in enumerate(s.turns):
                 self.forms[t.dia_id] = (f"[{t.speaker}] {turn_body(t)}", f"{t.speaker}: {turn_body(t)}")
@@ -247,6 +252,8 @@ class TortoiseArm:
             res = self.t.capture_session(capture_window(s), session_id=sid)
             self.captures.append({k: res.get(k) for k in ("session_id", "turns", "extracted", "extraction_mode",
                                                           "ok", "errors")})
+            done += len(s.turns)
+        report(done, status="session-start digest")
         self.digest, _ = self.t.hook_session_start()
         self.ingest_s = time.perf_counter() - started
 

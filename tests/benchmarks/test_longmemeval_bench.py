@@ -95,6 +95,7 @@ def test_results_shape_and_files(tmp_path: Path) -> None:
     md = (out / "longmemeval.md").read_text()
     assert "single-session-assistant" in md and p["data"]["label"] in md
     assert bench.docs_page(p).startswith("# LongMemEval through the designs")
+    assert "Rendered from" not in bench.docs_page(p)  # the docs page's own header says it once
 
 
 def test_limit_types_quick(tmp_path: Path) -> None:
@@ -113,12 +114,30 @@ def test_limit_types_quick(tmp_path: Path) -> None:
 
 
 def test_generated_file_is_labelled_synthetic(tmp_path: Path) -> None:
-    data = _data(tmp_path)
-    bench.generator_sidecar(data).write_text(json.dumps({"generator": "benchmarks.worlds.longmemeval", "seed": 7}))
+    from benchmarks.worlds import longmemeval as W
+
+    data = tmp_path / "gen.json"
+    W.write_file(data, 2, seed=7, sessions=8)
     bench.run(tmp_path / "o", data=data, arms="oracle", limit=1)
     p = _payload(tmp_path / "o")
     assert p["data"]["label"] == "data: synthetic, benchmarks.worlds.longmemeval seed 7" and p["data"]["synthetic"]
     assert p["data"]["label"] in (tmp_path / "o" / "longmemeval.md").read_text()
+
+
+def test_a_sidecar_that_does_not_match_is_never_trusted(tmp_path: Path) -> None:
+    """A sidecar claiming a generator and seed, but recording no size and sha256 of the file (or other ones): not
+    labelled synthetic, and the run says why in one warning line."""
+    from harness.workloads.longmemeval import sidecar_path
+
+    data = _data(tmp_path)
+    sidecar_path(data).write_text(json.dumps({"generator": "benchmarks.worlds.longmemeval", "seed": 7}))
+    said: list[str] = []
+    bench.run(tmp_path / "o", data=data, arms="oracle", limit=1, echo=said.append)
+    p = _payload(tmp_path / "o")
+    assert not p["data"]["synthetic"] and p["data"]["label"].startswith("data: lme.json: not a published release")
+    assert [x for x in said if x.startswith("warning:")] == [
+        "warning: lme.json.generator.json does not describe lme.json (it records no byte size and sha256): not "
+        "labelled synthetic"]
 
 
 @pytest.mark.parametrize("where", ["track", "fault"])
@@ -186,7 +205,8 @@ def test_serial_equals_two_workers(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # starts a 2-CPU Ray cluster: about 20 s
 def test_ray_executor_equals_serial(tmp_path: Path) -> None:
-    pytest.importorskip("ray")
+    import ray  # noqa: F401 - in the test extras: a broken install fails here, never skips
+
     data = _data(tmp_path)
     bench.run(tmp_path / "s", data=data, arms="full,bm25,mean,oracle", limit=3)
     bench.run(tmp_path / "r", data=data, arms="full,bm25,mean,oracle", limit=3, workers=2, executor="ray")
@@ -230,6 +250,35 @@ def test_pm_trained_once_never_on_an_evaluated_question(tmp_path: Path) -> None:
     assert pm["absent_questions"] == len(in_split)
     assert p["aggregate"]["arm_status"]["pm"]["counts"] == {"ok": len(evaluated) - len(in_split),
                                                            "absent": len(in_split)}
+
+
+def test_an_arm_that_cannot_run_is_absent_with_one_plain_reason(tmp_path: Path) -> None:
+    """PM with a single training question (its trainer holds whole questions out for validation, so nothing is
+    left to train on) and tortoise-recorded named on LongMemEval: each is listed absent with one reason in the JSON
+    and as a row of the page's table; no library text is echoed, and the page never says PM was trained."""
+    from benchmarks.worlds import longmemeval as W
+
+    data = tmp_path / "gen.json"
+    W.write_file(data, 4, seed=5, sessions=8)  # seed 5: the first of the four questions is PM's only training one
+    assert [bench.pm_training_split(q["question_id"]) for q in json.loads(data.read_text())] == [True] + [False] * 3
+    said: list[str] = []
+    bench.run(tmp_path / "o", data=data, arms="pm,oracle,tortoise-recorded", limit=2, echo=said.append)
+    p = _payload(tmp_path / "o")
+    absent = p["aggregate"]["absent_arms"]
+    assert set(absent) == {"pm", "tortoise-recorded"}
+    assert absent["pm"].startswith("not trained: the PM model needs more training questions")
+    assert absent["tortoise-recorded"] == bench.LOCOMO_ONLY["tortoise-recorded"]
+    assert set(p["aggregate"]["rows"]) == {"oracle"}
+    assert p["aggregate"]["arm_status"]["pm"]["counts"] == {"absent": 2}
+    assert not any("num_samples" in x for x in said)
+    md = (tmp_path / "o" / "longmemeval.md").read_text()
+    assert "Trained once" not in md and "Not trained: the PM model needs more training questions" in md
+    for arm, reason in absent.items():
+        assert f"| {arm} | {arm} | 0 | absent: {reason} |" in md
+        assert f"| {arm} | {arm} | 0 | absent: {reason} |" in bench.docs_page(p)
+    with pytest.raises(ValueError, match="--arms tortoise-recorded: needs LoCoMo's recorded"):
+        bench.run(tmp_path / "x", data=data, arms="tortoise-recorded", limit=1)
+    assert not (tmp_path / "x").exists()
 
 
 def test_expansion_pair_and_default_arms(tmp_path: Path) -> None:
@@ -353,6 +402,42 @@ def test_cli_designs_run_and_one_line_errors(tmp_path: Path) -> None:
                         env={"OPENAI_API_KEY": "x"})
     assert res.exit_code == 1 and "check call failed" in res.output
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("option", ["--lm", "--judge-lm"])
+def test_missing_lm_credentials_name_the_variable_in_one_whole_line(option: str, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key in the environment: one line that names the variable to set (the reader's with --lm; the judge's,
+    another provider, with --judge-lm while the reader's key is there), never the provider's guidance cut
+    mid-word; nothing written. No network is reached: the key is missing before any call."""
+    from typer.testing import CliRunner
+
+    from harness.cli.main import app
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    if option == "--judge-lm":
+        _Script.bodies = []
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), _Script)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        monkeypatch.setenv("OPENAI_API_KEY", "x")
+        extra = ["--lm-base", f"http://127.0.0.1:{srv.server_address[1]}/v1", "--judge-lm", "anthropic/claude-x"]
+        role, var = "judge LM anthropic/claude-x", "ANTHROPIC_API_KEY"
+    else:
+        srv, extra = None, ["--lm-base", "http://127.0.0.1:9/v1"]
+        role, var = "reader LM openai/foo", "OPENAI_API_KEY"
+    try:
+        res = CliRunner().invoke(app, ["bench", "longmemeval", "--data", str(_data(tmp_path)), "--arms", "oracle",
+                                       "--no-progress", "--lm", "openai/foo", *extra, "--out", str(tmp_path / "o")])
+    finally:
+        if srv is not None:
+            srv.shutdown()
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert res.exit_code == 1 and len(lines) == 1, res.output
+    assert lines[0].startswith(f"error: {role} ") and lines[0].endswith(
+        f"check call failed: no API key: set {var} in the environment (for a local server that checks no key, "
+        "any value)")
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_killed_worker_leaves_no_results(tmp_path: Path) -> None:

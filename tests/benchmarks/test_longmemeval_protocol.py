@@ -101,6 +101,27 @@ def test_an_interrupted_run_writes_nothing(quirky: Path, tmp_path: Path) -> None
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def test_pages_say_why_recall_all_is_above_recall_any(quirky: Path, tmp_path: Path) -> None:
+    """q_asst_1 has its evidence in an assistant turn only: no gold in the official corpus, recall_all 1 and
+    recall_any 0 under paper averaging. Where a paper row shows recall_all above recall_any, both pages say how
+    many of its questions have no user evidence turn (paper n minus strict n, read from the JSON)."""
+    payload = json.loads(P.run(tmp_path / "out", data=quirky, retrievers="bm25")[0].read_text())
+    paper = {(r["granularity"], r["scored_as"]): r for r in payload["rows"] if r["averaging"] == "paper"}
+    strict = {(r["granularity"], r["scored_as"]): r for r in payload["rows"] if r["averaging"] == "strict"}
+    shown = [k for k, r in paper.items() if any(r["metrics"][f"recall_all@{k_}"] > r["metrics"][f"recall_any@{k_}"]
+                                                for k_ in (1, 3, 5, 10, 30, 50))]
+    assert shown  # the fixture shows it
+    (n_without,) = {paper[k]["questions"] - strict[k]["questions"] for k in shown}
+    assert n_without == 1
+    note = f"{n_without} of the {paper[shown[0]]['questions']} questions those rows average have no user evidence"
+    for page in ((tmp_path / "out" / f"{P.NAME}.md").read_text(encoding="utf-8"), P.docs_page(payload)):
+        assert "**recall_all above recall_any**" in page and note in page
+    payload["rows"] = [r for r in payload["rows"] if r["averaging"] == "strict" and r["granularity"] == "session"]
+    for r in payload["rows"]:
+        r["metrics"] = {m: 0.5 for m in r["metrics"]}
+    assert P.no_gold_note(payload) == []  # nothing to explain: no note
+
+
 def test_docs_page_puts_published_numbers_beside(quirky: Path, tmp_path: Path) -> None:
     payload = json.loads(P.run(tmp_path / "out", data=quirky, retrievers="bm25")[0].read_text())
     page = P.docs_page(payload)
@@ -149,7 +170,8 @@ def test_cli_runs_the_protocol(quirky: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_ray_executor_gives_the_serial_numbers(quirky: Path, tmp_path: Path) -> None:
-    pytest.importorskip("ray")
+    import ray  # noqa: F401 - in the test extras: a broken install fails here, never skips
+
     a = json.loads(P.run(tmp_path / "r", data=quirky, retrievers="bm25", executor="ray", workers=2)[0].read_text())
     b = json.loads(P.run(tmp_path / "s", data=quirky, retrievers="bm25")[0].read_text())
     assert a["rows"] == b["rows"] and a["config"]["executor"] == "ray"
@@ -194,3 +216,46 @@ def test_a_generated_file_is_labelled_synthetic_with_its_generator_and_seed(tmp_
     assert totals[-1] == len(fx.quirky_questions())  # counted by a streaming pass: the bar still has an ETA
     P.run(tmp_path / "out3", data=plain, retrievers=["bm25"], track=track, types=["multi-session"])
     assert totals[-1] == sum(q["question_type"] == "multi-session" for q in fx.quirky_questions())
+
+
+def test_a_file_saved_over_a_generated_one_is_not_labelled_by_the_stale_sidecar(tmp_path: Path) -> None:
+    """A generated file (seed 9, 2 questions) overwritten with another (seed 3, 4 questions): its sidecar still
+    says seed 9, but records another size and sha256, so the run says so in one warning line and labels the data
+    by what it is."""
+    import shutil
+
+    from benchmarks.worlds import longmemeval as W
+
+    lme, other = tmp_path / "lme.json", tmp_path / "other.json"
+    assert W.write_file(lme, 2, seed=9, sessions=8)["label"].endswith("seed 9")
+    W.write_file(other, 4, seed=3, sessions=8)
+    shutil.copyfile(other, lme)
+    res = _cli(["--protocol", "longmemeval", "--data", str(lme), "--retrievers", "bm25", "--out",
+                str(tmp_path / "out"), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    warnings = [ln for ln in res.output.splitlines() if ln.startswith("warning:")]
+    assert warnings == [f"warning: lme.json.generator.json does not describe lme.json (it records "
+                        f"{_recorded(lme):,} bytes, the file has {lme.stat().st_size:,}): not labelled synthetic"]
+    assert "seed 9" not in res.output and "4 questions from data: lme.json: not a published release" in res.output
+    payload = json.loads((tmp_path / "out" / f"{P.NAME}.json").read_text(encoding="utf-8"))
+    assert "synthetic" not in payload["data"] and payload["n_questions"] == 4
+
+
+def _recorded(path: Path) -> int:
+    from harness.workloads.longmemeval import sidecar_path
+
+    return json.loads(sidecar_path(path).read_text(encoding="utf-8"))["bytes"]
+
+
+@pytest.mark.parametrize("protocol", ["longmemeval", "designs"])
+def test_an_empty_selection_is_an_error_and_writes_nothing(protocol: str, quirky: Path, tmp_path: Path) -> None:
+    """No question of the asked type: one error line naming the file and the option, exit 1, no output folder
+    (both protocols)."""
+    out = tmp_path / "out"
+    extra = ["--retrievers", "bm25"] if protocol == "longmemeval" else ["--arms", "oracle"]
+    res = _cli(["--protocol", protocol, "--data", str(quirky), "--types", "single-session-preference", *extra,
+                "--out", str(out), "--no-progress"])
+    assert res.exit_code == 1, res.output
+    assert [ln for ln in res.output.splitlines() if ln.strip()] == [
+        f"error: {quirky}: no question matches --types single-session-preference"]
+    assert not out.exists()

@@ -22,6 +22,49 @@ def test_unknown_part_is_one_line(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("given, message", [
+    ({"parts": []}, "--parts selects nothing"),
+    ({"protocol_questions": 0}, "--protocol-questions must be at least 1, got 0"),
+    ({"design_questions": 0}, "--design-questions must be at least 1, got 0"),
+    ({"loader_bytes": 0}, "--loader-bytes must be at least 1, got 0"),
+    ({"design_sessions": (4, 16)}, "at least 8 sessions per question"),
+])
+def test_a_selection_of_nothing_is_refused_before_any_work(tmp_path, given, message):
+    with pytest.raises(ValueError, match=message):
+        S.run(tmp_path / "o", quick=True, tmp_dir=tmp_path, **{"parts": ["protocol"], **given})
+    assert list(tmp_path.iterdir()) == []  # no output folder, no temp folder
+
+
+def test_a_selection_of_nothing_is_a_usage_error_on_the_command_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        S.main(["--parts", "", "--out", str(tmp_path / "o")])
+    assert exc.value.code == 2 and "--parts selects nothing" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def _designs(turn_ratio, wall_ratio, intercept=0.0):
+    return {"turn_ratio": turn_ratio, "wall_fit": {"measured_ratio": wall_ratio, "intercept": intercept}}
+
+
+def test_the_ratio_sentence_compares_with_a_stated_tolerance():
+    within = S.ratio_sentence(_designs(4.00, 4.10))
+    assert within.startswith("Turn ratio 4.00, measured wall ratio 4.10: within 5% of each other")
+    below = S.ratio_sentence(_designs(4.24, 3.00, intercept=1.5))
+    assert "the wall ratio is 29% below the turn ratio (more than 5%)" in below and "fixed" in below
+    assert "1.50 s" in below
+    above = S.ratio_sentence(_designs(4.00, 4.24))
+    assert "the wall ratio is 6% above the turn ratio (more than 5%)" in above
+    assert all("equal ratios" not in x for x in (within, below, above))
+
+
+def test_the_docs_page_command_is_one_code_span():
+    """The page's "Re-measure with" line puts the command in one code span: no backtick inside it."""
+    from benchmarks.docs_pages import PAGES
+
+    (page,) = [p for p in PAGES if p.slug == "longmemeval-scale"]
+    assert "`" not in page.command and page.command.startswith("python -m benchmarks.longmemeval_scale ")
+
+
 def test_loader_part_streams_and_cleans(tmp_path):
     work = tmp_path / "work"
     work.mkdir()

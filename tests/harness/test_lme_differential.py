@@ -333,7 +333,8 @@ def test_a_user_turn_without_has_answer_in_an_evidence_session_fails_on_both_sid
 
 @pytest.fixture(scope="module")
 def minilm_pair():
-    torch = pytest.importorskip("torch")
+    import torch  # a pinned dependency: a broken install fails here, never skips
+
     torch.set_num_threads(1)
     from harness.embedding import minilm_model_path
 

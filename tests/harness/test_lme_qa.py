@@ -337,3 +337,33 @@ def test_check_makes_one_attempt_where_a_run_call_retries() -> None:
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+def test_lm_errors_are_one_whole_line_naming_the_key_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing key names the variable; a refused one says to check it; any other message keeps its first
+    paragraph, cut between words (never mid-word, never the provider's multi-line guidance)."""
+    from harness.workloads.answer import Answerer, lm_error_line
+    from harness.workloads.locomo import Probe
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(LmUnavailable) as exc:
+        Reader("openai/foo", lm_base="http://127.0.0.1:9/v1").check()
+    assert str(exc.value) == ("reader LM openai/foo at http://127.0.0.1:9/v1: check call failed: no API key: set "
+                              "OPENAI_API_KEY in the environment (for a local server that checks no key, any value)")
+    with pytest.raises(ValueError, match="^--lm check call failed: no API key: set OPENAI_API_KEY in the "):
+        Answerer("openai/foo", api_base="http://127.0.0.1:9/v1").check()
+    got = Answerer("openai/foo", api_base="http://127.0.0.1:9/v1")(Probe(index=0, question="q?", answer="a",
+                                                                          category=4), "memory")
+    assert got["answer_error"].startswith("no API key: set OPENAI_API_KEY") and got["f1"] is None
+
+    class AuthError(Exception):
+        code = "auth"
+        env_keys = ("OPENAI_API_KEY",)
+
+    monkeypatch.setenv("OPENAI_API_KEY", "wrong")
+    assert lm_error_line(AuthError("401 invalid key\n\n  To fix:\n    - ...")) == (
+        "the provider refused the key in OPENAI_API_KEY: check its value")
+    long = RuntimeError("word " * 200 + "\n\n  To fix:\n    - something")
+    line = lm_error_line(long, limit=60)
+    assert line.startswith("RuntimeError: word word") and line.endswith(" word...") and len(line) <= 60
+    assert "\n" not in line and "To fix" not in line

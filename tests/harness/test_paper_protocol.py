@@ -354,11 +354,13 @@ def test_cli_protocol_and_one_line_errors(tmp_path: Path) -> None:
     for args, needle in ((["--retrievers", "dragon"], "unknown retriever 'dragon'"),
                          (["--arms", "nosuch"], "unknown arm 'nosuch'"),
                          (["--data", str(tmp_path / "missing.json")], "missing.json"),
+                         (["--conversation", "zz"], "unknown conversation zz (loaded: conv-t)"),
                          (["--protocol", "other"], "invalid value for '--protocol': 'other'")):
         base = ["bench", "locomo", "--protocol", "locomo-paper", "--data", str(f), "--out", str(tmp_path / "x")]
         bad = runner.invoke(app, base + args)
         text = " ".join(bad.output.split())
-        code = 1 if args[0] == "--data" else 2  # a bad option value is a usage error; a missing file is not
+        # a bad option value is a usage error; a missing file, or a selection of nothing in the data, is not
+        code = 1 if args[0] in ("--data", "--conversation") else 2
         assert bad.exit_code == code and needle in text and "Traceback" not in bad.output, bad.output
         assert text.startswith("error:") and "Error:" not in text.split("error:", 1)[1][:30]
     assert not (tmp_path / "x").exists()

@@ -201,12 +201,21 @@ def test_atomic_write_and_sidecar(tmp_path):
     assert got["reuse"] == 0.6 and got["sessions_per_question"] == 10 and got["questions"] == 3
     p.write_bytes(p.read_bytes() + b" ")  # another file now: the sidecar no longer describes it
     assert gen.describe(p) is None
+    gen.write_file(p, 3, seed=0, sessions=10)
+    data = bytearray(p.read_bytes())
+    data[5] = ord("X") if data[5] != ord("X") else ord("Y")  # one byte changed, the size kept
+    p.write_bytes(bytes(data))
+    assert gen.describe(p) is None  # the sha256 is checked, not the size alone
+    gen.remove_file(p)
+    assert list(tmp_path.iterdir()) == []  # the data file and its sidecar
 
 
 def test_cli(tmp_path, capsys):
     out = tmp_path / "cli.json"
     assert gen.main(["--questions", "2", "--seed", "5", "--out", str(out), "--sessions", "10"]) == 0
-    assert "seed 5" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "seed 5" in said and f"wrote {out}\n" in said
+    assert f"wrote {gen.sidecar_path(out)} " in said and gen.sidecar_path(out).is_file()  # where the sidecar went
     assert len(json.loads(out.read_text())) == 2
     assert gen.main(["--questions", "0", "--out", str(tmp_path / "z.json")]) == 2
     err = capsys.readouterr().err.strip()

@@ -256,13 +256,21 @@ def texts(content: object) -> list[str]:
 def test_claude_code_session_tool_call_and_hook_marker(tmp_path: Path, real_home: Path) -> None:
     require_host("claude-code")
     before, t0 = snapshot(real_home), time.time() - 1
-    seen = tmp_path / "session-start.json"
+    seen, tmpdir = tmp_path / "session-start.json", tmp_path / "hook-tmpdir.txt"
     spec = SessionSpec(prompts=["please greet", "and again"],
                        replies=[[Reply(tool="Bash", input={"command": "echo hi"}), Reply(text="greeted")],
                                 [Reply(text="second answer")]],
                        home=tmp_path / "home", cwd=tmp_path / "ws",
-                       hooks=HookSet(session_start=f"cat > {seen}; echo MEMSIM-MARKER-7"), timeout_s=60)
+                       hooks=HookSet(session_start=f'cat > {seen}; echo "$TMPDIR" > {tmpdir}; echo MEMSIM-MARKER-7'),
+                       timeout_s=60)
     run = run_session("claude-code", spec, tmp_path / "run")
+    # Claude Code's own temporary files (claude-<uid>/<work dir>/<session id>/) went to the session's private
+    # TMPDIR, removed after the session: nothing of this session stays in the system temporary directory
+    import tempfile
+
+    private = Path(tmpdir.read_text().strip())
+    assert private != Path(tempfile.gettempdir()) and not private.exists()
+    assert not list(Path(tempfile.gettempdir()).glob(f"claude-*/{drivers.claude_slug(tmp_path / 'ws')}"))
     assert run.exit_code == 0 and not run.timed_out, run.stderr[-2000:]
     conv = [r for r in run.requests if r["api"] == "anthropic.messages" and r["reply"] is not None]
     assert [r["reply"] for r in conv] == [0, 1, 2]

@@ -55,8 +55,8 @@ def test_minimal_scenario_loads_with_defaults(tmp_path: Path) -> None:
 CASES = {
     "unknown-key-deep": (
         BASE + "      - text: again\n        replies: [{text: a}, {text: b}, {tool: X, inptu: {}}]\n",
-        "sessions[0].prompts[1].replies[2].inptu: unknown key (allowed: text, shell, tool, input, delay_s, "
-        "per_host)"),
+        "sessions[0].prompts[1].replies[2].inptu: unknown key; did you mean 'input'? (allowed: text, shell, tool, "
+        "input, delay_s, per_host)"),
     "unknown-top-key": (BASE + "extra: 1\n", "extra: unknown key (allowed: name, description, records"),
     "bad-service": (BASE.replace("  - prompts:", "  - before: [{service: restart}]\n    prompts:"),
                     "sessions[0].before[0].service: Input should be 'start', 'stop', 'hang', 'resume' or 'kill' "
@@ -139,7 +139,44 @@ def test_load_raises_the_first_line_and_counts_the_rest(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError) as exc:
         load_scenario(p)
     msg = str(exc.value)
-    assert msg.startswith(f"{p}: ") and msg.endswith("(and 1 more)") and "\n" not in msg
+    assert msg.startswith(f"{p}: ") and "\n" not in msg
+    assert msg.endswith(f"(and 1 more: python -m harness.hosts.scenario {p} lists every one)")
+
+
+def test_records_are_optional_for_a_users_scenario(tmp_path: Path) -> None:
+    scn = load_scenario(_write(tmp_path, BASE.replace("records: [MEM-RTE-hook-volunteer]\n", "")))
+    assert scn.records == []
+
+
+def test_every_problem_is_listed_unknown_keys_first(tmp_path: Path) -> None:
+    """A misspelt ``replys:`` explains the other lines, so it comes first, whatever the key order."""
+    text = ("name: t\nsessions:\n  - gap_s: -1\n    prompts:\n      - text: hi\n        replys: [{text: ok}]\n")
+    errs = _errors(tmp_path, text)
+    assert errs[0] == "sessions[0].prompts[0].replys: unknown key; did you mean 'replies'? (allowed: text, replies, " \
+                      "after)"
+    assert sorted(errs[1:]) == ["description: missing", "sessions[0].gap_s: Input should be greater than or equal "
+                                "to 0 (got -1)"]
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(tmp_path / "x.yaml")
+    assert str(exc.value).startswith(f"{tmp_path / 'x.yaml'}: sessions[0].prompts[0].replys: unknown key")
+    assert "(and 2 more: python -m harness.hosts.scenario" in str(exc.value)
+
+
+def test_module_command_prints_ok_or_every_problem(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    good = _write(tmp_path, BASE)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BASE + "extra: 1\nhosts: [vim]\n", encoding="utf-8")
+    ok = subprocess.run([sys.executable, "-m", "harness.hosts.scenario", str(good)], capture_output=True, text=True,
+                        timeout=60)
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, f"{good}: ok\n", "")
+    both = subprocess.run([sys.executable, "-m", "harness.hosts.scenario", str(good), str(bad)], capture_output=True,
+                          text=True, timeout=60)
+    lines = both.stdout.splitlines()
+    assert both.returncode == 1 and lines[0] == f"{good}: ok" and len(lines) == 3
+    assert lines[1].startswith(f"{bad}: extra: unknown key") and lines[2].startswith(f"{bad}: hosts[0]: ")
 
 
 def test_replies_map_per_host(tmp_path: Path) -> None:
@@ -178,6 +215,7 @@ def test_shipped_scenarios_are_valid_and_cover_the_issue_list() -> None:
     for f in files:
         assert validate(f) == [], f
         assert load_scenario(f).name == f.stem
+        assert load_scenario(f).records, f"{f}: a shipped scenario names the records it demonstrates"
     assert {f.stem for f in files} >= {
         "pointer-delivery", "session-start-digest", "capture-from-transcript", "confidence-gate",
         "retraction-vs-digest", "several-prompts", "tool-using-session", "hung-service", "service-killed",

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.hosts.server import ModelServer, Reply
+from harness.hosts.server import ModelServer, Reply, load_script
 
 TOOLS_ANTHROPIC = [{"name": "Bash", "description": "run a shell line (test fixture)",
                     "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
@@ -347,3 +347,35 @@ def test_litellm_reads_anthropic_and_chat_streams(server) -> None:  # type: igno
         messages=[{"role": "user", "content": "hi"}]) if c.choices]
     assert "".join(parts) == "anthropic via litellm"
     assert [r["api"] for r in srv.requests] == ["openai.chat", "anthropic.messages"]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("{", "not JSON"), ('{"text": "a"}', "a script is a JSON list of replies, not dict"),
+    ('[{"text": "a"}, 5]', "[1]: a reply is an object, not int"),
+    ('[{"text": "a"}, {"txt": "b"}]', "[1]: unknown Reply keys: ['txt']"),
+    ('[{"text": "a", "tool": "Bash"}]', "[0]: a Reply has exactly one of text or tool")])
+def test_script_problems_name_the_file_and_entry(tmp_path: Path, text: str, expected: str) -> None:
+    from harness.hosts.server import main
+
+    script = tmp_path / "s.json"
+    script.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError) as exc:
+        load_script(script)
+    assert str(exc.value).startswith(f"{script}: ") and expected in str(exc.value)
+    assert main(["--script", str(script)]) == 1
+
+
+def test_standalone_help_documents_every_option() -> None:
+    import contextlib
+    import io
+
+    from harness.hosts.server import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), pytest.raises(SystemExit):
+        main(["--help"])
+    text = buf.getvalue()
+    for opt in ("--script", "--record", "--port", "--host", "--max-requests", "--max-seconds", "--default-text"):
+        line = next(ln for ln in text.splitlines() if ln.strip().startswith(opt))
+        assert len(line.split(None, 2)) == 3, line  # the option, its value name and a help text
+    assert "script format:" in text and "example:" in text
