@@ -218,10 +218,11 @@ def test_the_write_is_atomic_with_its_fault_step(tmp_path: Path) -> None:
         w.add(conv, conv.probes[0], "full", arm.deliver(conv.probes[0])["full"])
 
 
-def _rewrite(path: Path, change) -> Path:
+def _rewrite(path: Path, change, folder: Path) -> Path:
+    """A changed copy of the store ``path`` in ``folder`` (the run folder is shared by other tests)."""
     data = json.loads(gzip.decompress(path.read_bytes()))
     change(data)
-    out = path.with_name("changed" + path.name)
+    out = folder / ("changed-" + change.__name__ + path.name)
     out.write_bytes(gzip.compress(json.dumps(data).encode()))
     return out
 
@@ -253,7 +254,7 @@ def test_bad_stores_are_one_line_naming_the_file(small: Capture, tmp_path: Path)
 
     for change, words in ((foreign, "not a memsim delivery store"), (newer, "version 99"),
                           (dangling, "refers to nothing"), (cycle, "later block")):
-        bad = _rewrite(small.store, change)
+        bad = _rewrite(small.store, change, tmp_path)
         with pytest.raises(DeliveryStoreError, match=words) as exc:
             read_deliveries(bad)
         assert str(bad) in str(exc.value)
@@ -263,7 +264,7 @@ def test_bad_stores_are_one_line_naming_the_file(small: Capture, tmp_path: Path)
         lits[0] = lits[0] + "!"
 
     with pytest.raises(DeliveryStoreError, match="damaged") as exc:
-        read_deliveries(_rewrite(small.store, edited)).verify()
+        read_deliveries(_rewrite(small.store, edited, tmp_path)).verify()
     assert "\n" not in str(exc.value)
 
 
