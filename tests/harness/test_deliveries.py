@@ -295,3 +295,45 @@ def test_fractal_json_escaped_history_is_referenced(tmp_path: Path) -> None:
     escaped = escape(turn_line(quoted), "json")
     assert escaped != turn_line(quoted) and escaped in d.text
     assert k["turn_line/json"] == d.text.count(escaped) >= 1 and k["turn_line/raw"] >= 1, k
+
+
+class FailingArm:
+    """An arm that delivers the first probe and fails on the second (its rows must not reach the store)."""
+
+    name = "boom"
+    rows = ("boom",)
+
+    def __init__(self, ctx) -> None:
+        self.n = 0
+
+    def ingest(self, conversation) -> None:
+        self.turns = conversation.turns()
+
+    def deliver(self, probe):
+        from harness.workloads.base import Delivery
+
+        self.n += 1
+        if self.n > 1:
+            raise RuntimeError("boom")
+        return {"boom": Delivery(text=self.turns[0].text, dia_ids=frozenset({self.turns[0].dia_id}))}
+
+    def stored(self) -> frozenset[str]:
+        return frozenset({self.turns[0].dia_id})
+
+    def close(self) -> None:
+        pass
+
+
+def test_rows_of_an_arm_that_failed_are_dropped_and_stored_ids_kept(tmp_path: Path) -> None:
+    from harness.deliveries.run import run_recorded
+    from harness.workloads.arms import ArmSpec
+    from tests.harness.locomo_arms_fixture import tiny_conversation
+
+    conv = tiny_conversation()
+    w = DeliveryWriter(tmp_path / "t.deliveries.json.gz")
+    res = run_recorded(conv, ["last20", ArmSpec("boom", "design", "fails", __name__, "FailingArm")],
+                       tmp_path / "work", w)
+    assert res["arms"]["boom"]["status"] == "error" and res["arms"]["last20"]["status"] == "ok"
+    [c] = read_deliveries(w.close()).conversations.values()
+    assert {row for _, row, _ in c.deliveries()} == {"last20"}
+    assert set(c.record["stored"]) == {"last20"} and len(c.record["stored"]["last20"]) == len(conv.turns())
