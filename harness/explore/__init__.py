@@ -11,7 +11,8 @@ browser from the store's parts.
 **Size level.** A page over :data:`LEVEL_BYTES` (25 MB) is refused with one line naming the run and saying to
 choose fewer questions with ``--limit`` / ``--types`` (the refusal is the documented choice: one page that opens
 in a browser, rather than pages that split one run's comparisons apart). The full 500-question LongMemEval S
-(about 123,000 distinct turns) is over it; its 24-question synthetic run and LoCoMo's four conversations are under.
+(about 123,000 distinct turns) is over it; ``benchmarks.explore_speed`` measures LoCoMo's four conversations with
+every row against it.
 
 Bad input (a run folder without a table or a store, an older memsim's run, a row that does not exist, a damaged
 table or store) ends in :class:`ExploreError`: one line naming the folder or file and what is missing; nothing is
