@@ -50,6 +50,13 @@ def table_rows(cap: Capture) -> list[dict[str, Any]]:
     return read_probes(cap.table).table.to_pylist()
 
 
+def shows(driver: Any, qid: str) -> None:
+    """Wait until the question view shows ``qid`` (a key press changes the fragment; the view follows it)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 10).until(lambda d: d.find_element("id", "v-id").text == qid)
+
+
 def visible(driver: Any) -> int:
     return len(driver.execute_script("return window.memsimExplore.visibleIds()"))
 
@@ -180,13 +187,16 @@ def test_the_fragment_restores_a_view_and_j_k_move(browser: Any, page: Path, loc
         "fractal", "full"]
     body = browser.find_element("tag name", "body")
     body.send_keys("j")
-    assert browser.find_element("id", "v-id").text == ids[2]
+    shows(browser, ids[2])
     assert browser.execute_script("return location.hash") == f"#q={ids[2]}&rows=fractal,full"
     body.send_keys("k")
+    shows(browser, ids[1])
     body.send_keys("k")
-    assert browser.find_element("id", "v-id").text == ids[0]
+    shows(browser, ids[0])
     browser.find_element("id", "back").click()
-    assert browser.find_element("id", "list").is_displayed()
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 10).until(lambda d: d.find_element("id", "list").is_displayed())
     marks = browser.find_elements("css selector", "#qhead th.rowhead")
     assert [m.get_attribute("title") for m in marks] == ["fractal", "full"]
 
