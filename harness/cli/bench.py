@@ -21,7 +21,8 @@ app = typer.Typer(help="Benchmarks measured side by side in one run. Each writes
                        "benchmarks.serve_breakdown STORE shows where the hook service's memory and time go, python "
                        "-m benchmarks.docs_pages re-renders every docs results page, the README's generated blocks "
                        "(benchmarks.readme_blocks) and benchmarks/RESULTS.md (benchmarks.report) from the committed "
-                       "results (--check compares only).",
+                       "results (--check compares only); python -m benchmarks.explore_speed measures the explorer "
+                       "page's size and speed, python -m benchmarks.explore_docs makes its docs screenshots.",
                   no_args_is_help=True)
 console = make_console()  # markup and emoji off: paths and messages print as given
 

@@ -14,6 +14,7 @@ import harness  # noqa: F401  (sets offline environment variables first)
 from harness.cli import agentfly, bench, data, fractal, hosts, tortoise
 from harness.cli import compare as compare_cmd
 from harness.cli import crash as crash_cmd
+from harness.cli import explore as explore_cmd
 from harness.cli.boundary import BoundaryTyper, bad_option, check_output_dir, fail, make_console, styled
 from harness.cli.help_format import TidyGroup
 
@@ -29,6 +30,7 @@ app.add_typer(data.app, name="data")
 app.add_typer(hosts.app, name="hosts")
 app.command("crash")(crash_cmd.crash)
 app.command("compare")(compare_cmd.compare)
+app.command("explore")(explore_cmd.explore)
 
 console = make_console()  # markup and emoji off: paths, ids and messages print as given
 _STYLE = {"holds": "green", "refuted": "yellow", "error": "bold red", "skipped": "dim"}
