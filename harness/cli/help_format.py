@@ -124,3 +124,28 @@ class TidyGroup(TyperGroup):
         for p in self.params:  # typer adds the completion options after building the group
             _tidy_param(p)
         super().format_help(ctx, formatter)
+
+
+def _fold_long_words() -> None:
+    """Make every option's help text fold a word longer than its column (``$MEMSIM_LONGMEMEVAL_DATA``, a path
+    default) onto the next line instead of cutting it with an ellipsis: typer prints the help through a rich grid
+    whose columns crop (``overflow="ellipsis"``), and a text's own ``overflow`` takes precedence there."""
+    from rich.text import Text
+    from typer import rich_utils
+
+    original = rich_utils._get_parameter_help
+    if getattr(original, "__memsim_fold__", False):
+        return
+
+    def folded(*args: Any, **kwargs: Any) -> Any:
+        columns = original(*args, **kwargs)
+        for item in getattr(columns, "renderables", []):
+            if isinstance(item, Text):
+                item.overflow = "fold"
+        return columns
+
+    folded.__memsim_fold__ = True  # type: ignore[attr-defined]
+    rich_utils._get_parameter_help = folded
+
+
+_fold_long_words()
