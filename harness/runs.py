@@ -40,6 +40,7 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -324,16 +325,34 @@ def code_identity(refresh: bool = False) -> dict[str, Any]:
     return dict(_IDENTITY)
 
 
+_COMMAND_LINES: list[list[str]] = []
+"""The command lines of the ``memsim`` invocations running in this process (innermost last; see
+:func:`command_line`)."""
+
+
+@contextlib.contextmanager
+def command_line(argv: Sequence[str]) -> Iterator[None]:
+    """While the body runs, :func:`run_record` records ``argv`` as the command (the CLI sets it to the ``memsim``
+    command line it parses, which is also right when the app runs inside another program or a test runner)."""
+    _COMMAND_LINES.append(list(argv))
+    try:
+        yield
+    finally:
+        _COMMAND_LINES.pop()
+
+
 def run_record(wall_s: float | None = None, argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """The ``run`` block of a results JSON: :func:`code_identity`, the command line (``argv``, default the
-    process's), the finish time (UTC) and the wall time in seconds (``wall_s``, else the running
-    :func:`owned_run`'s so far, else none)."""
+    """The ``run`` block of a results JSON: :func:`code_identity`, the command line (``argv``, else the running
+    :func:`command_line`, else the process's), the finish time (UTC) and the wall time in seconds (``wall_s``,
+    else the running :func:`owned_run`'s so far, else none)."""
     if wall_s is None:
         wall_s = current_wall_s()
+    if argv is None and _COMMAND_LINES:
+        argv = _COMMAND_LINES[-1]
     args = list(sys.argv if argv is None else argv)
     if args:
         args[0] = Path(args[0]).name
-    rec: dict[str, Any] = {**code_identity(), "command": " ".join(args),
+    rec: dict[str, Any] = {**code_identity(), "command": shlex.join(args),
                            "finished_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
     if wall_s is not None:
         rec["wall_s"] = round(float(wall_s), 3)

@@ -108,6 +108,17 @@ class TidyGroup(TyperGroup):
         tidy_command(self)
         name_usage_errors(self)
 
+    def main(self, args: Any = None, prog_name: Any = None, **extra: Any) -> Any:
+        """Run the app with its command line known to ``harness.runs.run_record`` (the ``command`` a results JSON
+        records), whether it came from the shell or from a program that runs the app."""
+        import sys
+
+        from harness.runs import command_line
+
+        argv = sys.argv[1:] if args is None else list(args)
+        with command_line(["memsim", *map(str, argv)]):
+            return super().main(args=args, prog_name=prog_name, **extra)
+
     def make_context(self, info_name: Any, args: Any, parent: Any = None, **extra: Any) -> Any:  # noqa: D102
         from harness.cli.boundary import one_line_usage_errors
 

@@ -21,8 +21,8 @@ of the file, 5,000-digit numbers, 100,000-deep nesting, ...) run first for every
 
 ``run_target(name, examples, seed)`` runs one target and returns counts per outcome plus the first failing inputs;
 ``memsim fuzz`` runs them all and writes ``<name>.{json,md}`` (default ``fuzz``) to its output folder, and keeps
-hypothesis's own files (its unicode tables; no example database: ``database=None``) in ``<output folder>/.hypothesis``
-rather than in the current directory (``run_target(..., storage_dir=...)``).
+hypothesis's own files (its unicode tables; no example database: ``database=None``) in a temporary folder of the run
+(``run_target(..., storage_dir=...)``), never in the current directory or the output folder.
 
 A CLI loader's error line is classified on its text with terminal escape codes removed (:func:`plain_text`): in a
 terminal, rich colours the ``error:`` prefix (``NO_COLOR`` still leaves it bold), so the captured line starts with an
@@ -812,8 +812,8 @@ def hypothesis_home(directory: Path | None) -> Iterator[None]:
 def run_target(name: str, examples: int, seed: int = 0, *, specials: bool = True,
                skip_specials: tuple[str, ...] = (), storage_dir: Path | None = None) -> dict[str, Any]:
     """Run the specials (when asked; minus the families in ``skip_specials``) and ``examples`` generated inputs
-    through one target. ``storage_dir`` is where hypothesis keeps its files (``memsim fuzz`` passes
-    ``<out>/.hypothesis``); ``None`` leaves them where hypothesis puts them by default (``./.hypothesis``)."""
+    through one target. ``storage_dir`` is where hypothesis keeps its files (``memsim fuzz`` passes a temporary
+    folder of the run); ``None`` leaves them where hypothesis puts them by default (``./.hypothesis``)."""
     from hypothesis import HealthCheck, Phase, given, settings
 
     target = targets()[name]
