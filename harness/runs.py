@@ -27,9 +27,13 @@ State that is *meant* to outlive a run (the data cache, the hosts cache, the emb
 folders, keyed and verified by its own module; docs/cli.md lists it.
 
 :func:`terminated_as_interrupt` turns SIGTERM into :class:`Terminated` (a ``KeyboardInterrupt``), so the clean-up
-above also runs for ``kill`` and job schedulers; the CLI exits 143 for it and 130 for Ctrl-C.
-:func:`run_record` is the provenance block every results JSON carries (memsim version, git commit, a hash of the
-uncommitted package diff, command, wall time).
+above also runs for ``kill`` and job schedulers; the CLI exits 143 for it and 130 for Ctrl-C
+(``harness.cli.run_output.published_run`` is this module at the command line). A run that quotes *another* run's
+published results beside its own finds them through :func:`published_folder`.
+
+:func:`run_record` is the provenance block every results JSON carries under ``run`` (memsim version, git commit, a
+hash of the uncommitted package diff, the command line of :func:`command_line`, the wall time of the running
+:func:`owned_run`); :func:`code_text` is what a page prints after ``Code:`` (``not recorded`` for older results).
 """
 
 from __future__ import annotations

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from harness.cli.boundary import bad_option, describe_error, fail, make_console
+
+T = TypeVar("T")
 
 console = make_console()  # markup and emoji off: paths and messages print as given
 
@@ -109,3 +111,22 @@ def arm_option_error(exc: ValueError, arms: str | None, arm_class: list[str] | N
         if spec is not None and msg.startswith(prefix):
             return bad_option("--arm-class", spec, msg[len(prefix):])
     return bad_option("--arm-class", spec, msg)
+
+
+def checked_arms(select: Callable[[], list[T]], arms: str | None, arm_class: list[str] | None,
+                 check_data: Callable[[], object], data_errors: tuple[type[Exception], ...]) -> list[T]:
+    """The arm selection of a workload bench, checked before any work: ``select()`` failing is a usage error about
+    ``--arms``/``--arm-class`` (:func:`arm_option_error`); then a selection none of whose arms can be imported, or
+    data that ``check_data()`` cannot find (``data_errors``), is one ``error:`` line with exit status 1."""
+    from harness.workloads.arms import require_runnable
+
+    try:
+        names = select()
+    except ValueError as exc:
+        raise arm_option_error(exc, arms, arm_class) from None
+    try:
+        require_runnable(names)  # type: ignore[arg-type]
+        check_data()
+    except (*data_errors, ValueError) as exc:
+        raise fail(str(exc)) from None
+    return names

@@ -15,7 +15,7 @@ from harness.cli.bench_run import (
     ProgressOpt,
     QuickOpt,
     SeedOpt,
-    arm_option_error,
+    checked_arms,
     echo,
     names_option,
     run_bench,
@@ -75,18 +75,11 @@ def locomo(
         return
     if retrievers is not None:
         raise bad_option("--retrievers", None, "applies to --protocol locomo-paper only")
-    from harness.workloads.arms import require_runnable, select_arms
+    from harness.workloads.arms import select_arms
     from harness.workloads.locomo import LocomoDataError, resolve_locomo_path
 
-    try:  # the options (a usage error), then the arms' imports and the data, before any work starts
-        names = select_arms(arms, arm_class, quick=quick)
-    except ValueError as exc:
-        raise arm_option_error(exc, arms, arm_class) from None
-    try:
-        require_runnable(names)
-        resolve_locomo_path(data)
-    except (LocomoDataError, ValueError) as exc:
-        raise fail(str(exc)) from None
+    checked_arms(lambda: select_arms(arms, arm_class, quick=quick), arms, arm_class,
+                 lambda: resolve_locomo_path(data), (LocomoDataError,))
     from benchmarks import locomo as mod
 
     run_bench(mod.run, [mod.NAME], out, quick=quick, progress=progress, overwrite=overwrite, seed=seed, data=data,
@@ -99,7 +92,6 @@ def _locomo_paper(data: Path | None, conversation: list[str] | None, arms: str |
                   lm: str | None, out: Path | None, seed: int, progress: bool, overwrite: bool) -> None:
     """``memsim bench locomo --protocol locomo-paper``: check the options, then run the paper protocol."""
     from benchmarks import locomo_paper as paper
-    from harness.workloads.arms import require_runnable
     from harness.workloads.locomo import LocomoDataError, resolve_locomo_path
     from harness.workloads.paper_protocol import parse_retrievers
 
@@ -110,15 +102,8 @@ def _locomo_paper(data: Path | None, conversation: list[str] | None, arms: str |
         parse_retrievers(retrievers)
     except ValueError as exc:
         raise bad_option("--retrievers", retrievers, " ".join(str(exc).split())) from None
-    try:
-        names = paper.parse_arm_option(arms, arm_class)
-    except ValueError as exc:
-        raise arm_option_error(exc, arms, arm_class) from None
-    try:
-        resolve_locomo_path(data)
-        require_runnable(names)
-    except (LocomoDataError, ValueError) as exc:
-        raise fail(str(exc)) from None
+    checked_arms(lambda: paper.parse_arm_option(arms, arm_class), arms, arm_class, lambda: resolve_locomo_path(data),
+                 (LocomoDataError,))
     run_bench(paper.run, [paper.NAME], out, quick=quick, progress=progress, overwrite=overwrite, seed=seed, data=data,
               conversations=conversation, retrievers=retrievers, arms=arms, arm_classes=arm_class,
               k_values=tuple(k or (4, 8)), echo=echo)
@@ -234,17 +219,10 @@ def longmemeval(
     if judge_lm and not lm:
         raise bad_option("--judge-lm", None, "needs --lm (the reader whose hypotheses it judges)")
     from benchmarks import longmemeval as designs
-    from harness.workloads.arms import require_runnable, select_arms
+    from harness.workloads.arms import select_arms
 
-    try:  # the options (a usage error), then the arms' imports and the data, before any work starts
-        chosen = select_arms(arms, arm_class, quick=quick, default=",".join(designs.default_arms()))
-    except ValueError as exc:
-        raise arm_option_error(exc, arms, arm_class) from None
-    try:
-        require_runnable(chosen)
-        resolve_longmemeval_path(data)
-    except (LongMemEvalDataError, ValueError) as exc:
-        raise fail(str(exc)) from None
+    checked_arms(lambda: select_arms(arms, arm_class, quick=quick, default=",".join(designs.default_arms())), arms,
+                 arm_class, lambda: resolve_longmemeval_path(data), (LongMemEvalDataError,))
 
     run_bench(designs.run, [designs.NAME], out, quick=quick, progress=progress, overwrite=overwrite, seed=seed,
               data=data, arms=arms, arm_classes=arm_class, **({"k_values": tuple(k)} if k else {}), lm=lm,
