@@ -497,7 +497,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable[..
         "seconds": round(time.perf_counter() - t0, 1), "machine": machine_description(),
     }
     payload["levels"] = levels(payload)
-    return write_results(out_dir, NAME, payload, render_markdown(payload), figure(payload))
+    return write_results(out_dir, NAME, payload, render_markdown, figure(payload))
 
 
 # ------------------------------------------------------------------------------------------------ rendering
@@ -532,7 +532,7 @@ def render_markdown(p: dict[str, Any]) -> str:
     hosts = o["hosts"]
     parts = ["# Real agent hosts: memsim's hooks observed at the wire (`memsim bench hosts`)",
              meta_block({"machine": p["machine"], "seeds": {"bench": p["seed"]}, "quick": p["quick"],
-                         "wall_s": p["seconds"]}),
+                         "wall_s": p["seconds"]}, p.get("run")),
              "Hosts: " + ", ".join(f"{h} {p['host_versions'][h]}" for h in hosts) +
              (". Not installed, skipped: " + "; ".join(p["skipped_hosts"].values()) if p["skipped_hosts"] else "") +
              ". Isolation: " + ", ".join(sorted({f"{sc['host']} {sc['isolation']}" for sc in p["scenarios"]})) +

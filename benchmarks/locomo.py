@@ -47,6 +47,7 @@ from benchmarks.common import (
     md_table,
     meta_block,
     set_torch_threads,
+    stamp_run,
     write_atomic,
     write_results,
 )
@@ -125,13 +126,14 @@ def quick_slice(conv: Conversation) -> Conversation:
     return small.model_copy(update={"probes": picked})
 
 
-TIMING_KEY = re.compile(r"(^|_)(ms|s)(_|$)|latency|wall|peak|rss|machine|date|encoder_cache|workers")
+TIMING_KEY = re.compile(r"(^|_)(ms|s)(_|$)|latency|wall|peak|rss|machine|date|encoder_cache|workers|^run$")
 
 
 def without_timings(obj: Any) -> Any:
     """``obj`` (a results JSON or part of it) without what depends on time, machine or worker count: keys naming
     milliseconds or seconds (``*_ms``, ``*_s``, ``ms`` inside a name), latency, wall time, peak memory, the
-    machine, dates, the encoder cache's hit counts and the worker count. What is left (metrics, rankings,
+    machine, dates, the encoder cache's hit counts, the worker count and the ``run`` block (the code, command and
+    wall time of the run that wrote it). What is left (metrics, rankings,
     delivered ids and texts, statuses) must be equal for a serial and a parallel run."""
     if isinstance(obj, dict):
         return {k: without_timings(v) for k, v in obj.items() if not TIMING_KEY.search(str(k))}
@@ -296,7 +298,7 @@ def markdown(payload: dict[str, Any]) -> str:
                                       q[c["conversation"]]["invalid_evidence"],
                                       q[c["conversation"]]["normalised_evidence"],
                                       q[c["conversation"]]["probes_without_evidence"]] for c in convs]), ""]
-    out.append(f"Peak memory {payload['peak_rss_mb']:.0f} MiB{_workers_note(payload)}. {meta_block(payload['meta'])}")
+    out.append(f"Peak memory {payload['peak_rss_mb']:.0f} MiB{_workers_note(payload)}. {meta_block(payload['meta'], payload.get('run'))}")
     lv = payload.get("levels")
     if lv and not payload["config"].get("quick"):
         out += ["", expected_levels_line(payload)]
@@ -664,7 +666,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     payload["wall_s"] = payload["meta"]["wall_s"]
     payload["levels"] = levels(payload["wall_s"], payload["peak_rss_mb"], payload["config"]["arms"])
     fig = figure(payload) if agg["rows"] else None
-    paths = write_results(out_dir, NAME, payload, markdown(payload), fig) + paths
+    paths = write_results(out_dir, NAME, payload, markdown, fig) + paths
     return paths
 
 
@@ -881,6 +883,8 @@ DOCS_END = "<!-- END LOCOMO RESULTS -->"
 def docs_page(payload: dict[str, Any]) -> str:
     """``docs/locomo.md``, rendered from a full run's ``locomo.json``: the results section, the ranked metrics
     and the per-category recall of every row."""
+    from harness.runs import code_text
+
     rows = payload["aggregate"]["rows"]
     order = _order(rows)
     ranked = _ranked_rows(rows, order)
@@ -903,7 +907,8 @@ def docs_page(payload: dict[str, Any]) -> str:
     cats = sorted({int(k) for r in rows.values() for k in r["by_category"]})
     ctable = [[r] + [rows[r]["by_category"].get(str(k), {}).get("evidence_recall") for k in cats] for r in order]
     out += ["## Evidence recall per category", "",
-            md_table(["row"] + [f"{k} {CATEGORY_NAMES.get(k, '')}" for k in cats], ctable), "", DOCS_END]
+            md_table(["row"] + [f"{k} {CATEGORY_NAMES.get(k, '')}" for k in cats], ctable), "",
+            f"Code: {code_text(payload.get('run'))}.", "", DOCS_END]
     return "\n".join(out) + "\n"
 
 
@@ -947,7 +952,7 @@ def compare_workers(out_dir: Path, *, workers: tuple[int, ...] = (1, 2, 3), quic
               "runs": runs, "fastest_workers": fastest, "default_workers": DEFAULT_WORKERS,
               "meta": {"machine": machine_description(), "quick": quick,
                        "wall_s": time.perf_counter() - t_start}}
-    md = workers_markdown(result)
+    md = workers_markdown(stamp_run(result))
     jp, mp = out_dir / f"{WORKERS_NAME}.json", out_dir / f"{WORKERS_NAME}.md"
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(jp, (json.dumps(_jsonable(result), indent=2) + "\n").encode("utf-8"), fault_hook,
@@ -970,7 +975,7 @@ def workers_markdown(result: dict[str, Any]) -> str:
         "timestamps).", "",
         md_table(["workers", "processes used", "wall s", "speed-up", "peak MiB", "identical"], table), "",
         f"Fastest: {result['fastest_workers']} worker(s); the default is {result['default_workers']}. "
-        + meta_block(result["meta"])])
+        + meta_block(result["meta"], result.get("run"))])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,6 +39,7 @@ from benchmarks.common import (
     md_table,
     meta_block,
     set_torch_threads,
+    stamp_run,
     write_atomic,
 )
 from benchmarks.progress import Tracker, as_tracker
@@ -215,7 +216,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     }
     payload["timings"]["level"] = budget_level(protocol_s, payload["timings"]["wall_s"], applies)
     payload["meta"]["wall_s"] = payload["timings"]["wall_s"]
-    return write(out_dir, payload, fault_hook)
+    return write(out_dir, stamp_run(payload), fault_hook)
 
 
 def write(out_dir: Path, payload: dict[str, Any], fault_hook: Callable[[str], None] | None = None) -> list[Path]:
@@ -419,7 +420,7 @@ def markdown(payload: dict[str, Any]) -> str:
     out += tables(payload)
     out += [f"![recall vs k]({NAME}.png)", ""]
     out += _data_section(payload)
-    out += [_timing_line(payload), "", meta_block(payload["meta"])]
+    out += [_timing_line(payload), "", meta_block(payload["meta"], payload.get("run"))]
     return "\n".join(out)
 
 
@@ -442,7 +443,7 @@ def docs_page(payload: dict[str, Any]) -> str:
            "## Results", ""]
     out += tables(payload)
     out += _data_section(payload)
-    out += ["## Run", "", _timing_line(payload), "", meta_block(payload["meta"]), ""]
+    out += ["## Run", "", _timing_line(payload), "", meta_block(payload["meta"], payload.get("run")), ""]
     return "\n".join(out)
 
 

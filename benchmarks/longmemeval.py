@@ -93,6 +93,7 @@ from benchmarks.common import (
     md_table,
     meta_block,
     set_torch_threads,
+    stamp_run,
     write_atomic,
 )
 from benchmarks.progress import Relay, as_tracker, worker_tracker
@@ -733,7 +734,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
         out.append("Encoder cache (per text, per process): " + "; ".join(
             f"{n} {c['hits']} hits, {c['misses']} misses" for n, c in cache.items()) + ".")
     out += ["", f"Peak memory {payload['peak_rss_mb']:.0f} MiB, {cfg['workers']} worker(s), executor "
-            f"{cfg['executor']}. {meta_block(payload['meta'])}"]
+            f"{cfg['executor']}. {meta_block(payload['meta'], payload.get('run'))}"]
     return "\n".join(out) + "\n"
 
 
@@ -788,7 +789,10 @@ def docs_page(payload: dict[str, Any]) -> str:
     exp = payload["aggregate"].get("expansion")
     if exp:
         out += ["## Tortoise's source-session expansion", "", expansion_table(exp), ""]
-    out += ["## AgentFly PM's training split", "", pm_line(payload["pm"]), ""]
+    from harness.runs import code_text
+
+    out += ["## AgentFly PM's training split", "", pm_line(payload["pm"]), "",
+            f"Code: {code_text(payload.get('run'))}.", ""]
     return "\n".join(out)
 
 
@@ -1089,6 +1093,7 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         sampled = samplers[0].peak_mb if samplers else 0.0
         payload["peak_rss_mb"] = max(_peak_rss_mb(), sampled)
         payload["meta"]["wall_s"] = payload["wall_s"] = time.perf_counter() - t_start
+        stamp_run(payload)
         files = [(f"{NAME}.png", _png(payload)),
                  (f"{NAME}.md", render_markdown(payload).encode("utf-8")),
                  (f"{NAME}.json", (json.dumps(_jsonable(payload), indent=2, ensure_ascii=False) + "\n").encode())]

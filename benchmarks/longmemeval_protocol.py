@@ -23,7 +23,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import _jsonable, machine_description, md_table, meta_block, start_run, write_atomic
+from benchmarks.common import (
+    _jsonable,
+    machine_description,
+    md_table,
+    meta_block,
+    stamp_run,
+    start_run,
+    write_atomic,
+)
 from harness.workloads import lme_retrieval as R
 
 NAME = "longmemeval-protocol"
@@ -218,7 +226,7 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     }
     if echo:
         echo(f"{stats.questions} questions from {label}")
-    return write_outputs(out_dir, payload, fault_hook)
+    return write_outputs(out_dir, stamp_run(payload), fault_hook)
 
 
 def write_outputs(out_dir: Path, payload: dict[str, Any],
@@ -340,7 +348,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
     out += _tables(payload)
     out += no_gold_note(payload)
     out += ["**Published numbers** (not measured here; the paper's are on LongMemEval M):", "", _published_table(), "",
-            meta_block(payload["meta"])]
+            meta_block(payload["meta"], payload.get("run"))]
     return "\n".join(out)
 
 
@@ -425,5 +433,5 @@ def docs_page(payload: dict[str, Any]) -> str:
            "## Every metric of this run", ""]
     out += _tables(payload)
     out += no_gold_note(payload)
-    out += ["## Published numbers", "", _published_table(), "", meta_block(payload["meta"])]
+    out += ["## Published numbers", "", _published_table(), "", meta_block(payload["meta"], payload.get("run"))]
     return "\n".join(out) + "\n"
