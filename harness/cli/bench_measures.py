@@ -305,8 +305,8 @@ def hosts(
     scenario_names: Annotated[list[str] | None, typer.Option(
         "--scenarios", help="Shipped scenarios by name, repeatable or comma-separated (default: all; quick: "
                             "pointer-delivery and hung-service).", show_default=False)] = None,
-    runs: Annotated[int | None, typer.Option("--runs", min=1, help="Runs per latency cell (default 10; quick "
-                                                                   "2).")] = None,
+    runs: Annotated[int | None, typer.Option("--runs", min=1, help="Runs per latency cell (default 30; quick "
+                                                                   "4, the fewest with a 95% interval).")] = None,
     isolation: Annotated[str, typer.Option("--isolation", help="auto, netns or base-url (as memsim hosts "
                                                                "run).")] = "auto",
     work_dir: Annotated[Path | None, typer.Option(
