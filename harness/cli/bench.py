@@ -25,7 +25,8 @@ app = typer.Typer(help="Benchmarks, each measuring its arms side by side in one 
                        "the README's generated blocks (benchmarks.readme_blocks) and benchmarks/RESULTS.md "
                        "(benchmarks.report) from the committed results (--check compares only); python -m "
                        "benchmarks.explore_speed measures the explorer page's size and speed, python -m "
-                       "benchmarks.explore_docs makes its docs screenshots.",
+                       "benchmarks.explore_docs makes its docs screenshots, python -m benchmarks.design_profile shows where "
+                       "one LongMemEval design question's time goes (also longmemeval-scale --profile).",
                   no_args_is_help=True)
 
 for _name, _fn in (("selectors", m.selectors), ("cbr-loop", m.cbr_loop), ("cost", m.cost), ("locomo", w.locomo),

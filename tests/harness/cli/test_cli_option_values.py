@@ -98,7 +98,31 @@ CHECKS: list[tuple[list[str], str, str | None]] = [
     (["hosts", "run", "{tmp}/s.yaml", "--isolation", "nope"], "--isolation", "nope"),
     (["hosts", "run", "{tmp}/s.yaml", "--host", "nope"], "--host", "nope"),
     (["hosts", "install", "nope"], "NAME", "nope"),
+    (["bench", "locomo", "--embed", "nope"], "--embed", "nope"),
+    (["bench", "locomo", "--embed", "per-call", "--embed-store", "{tmp}/e"], "--embed-store", None),
+    (["bench", "locomo", "--protocol", "locomo-paper", "--embed", "per-call"], "--embed", None),
+    (["bench", "longmemeval", "--protocol", "longmemeval", "--resume"], "--resume", None),
+    (["bench", "longmemeval-scale", "--embed", "nope"], "--embed", "nope"),
+    (["explore", "{tmp}/run", "--limit", "0"], "--limit", None),
+    (["explore", "{tmp}/run", "--rows", " , "], "--rows", " , "),
+    # {run}: a small per-probe table made outside {tmp} (the checks below need a run to read its rows and metrics)
+    (["compare", "{run}"], "--rows", None),
+    (["compare", "{run}", "--rows", "a"], "--rows", None),
+    (["compare", "{run}", "--rows", "a,nope"], "--rows", "nope"),
+    (["compare", "{run}", "--rows", "a,b", "--metric", "nope"], "--metric", "nope"),
+    (["compare", "{run}", "--rows", "a,b", "--probes", "nope"], "--probes", "nope"),
 ]
+
+
+@pytest.fixture(scope="module")
+def probe_run(tmp_path_factory) -> Path:
+    """A two-row per-probe table (rows a and b on three probes) for the ``compare`` checks."""
+    from harness.probes import probe_table, write_probes
+
+    rows = [{"workload": "locomo", "cluster": "conv-1", "probe": str(i), "category": "1", "abstention": False,
+             "has_evidence": True, "row": row, "arm": row, "evidence_recall": float((i + j) % 2)}
+            for i in range(3) for j, row in enumerate(("a", "b"))]
+    return write_probes(tmp_path_factory.mktemp("run") / "x.probes.parquet", probe_table(rows), data="test")
 
 
 def _leaves(cmd, path):
@@ -129,9 +153,10 @@ def test_every_value_a_command_checks_itself_has_a_case_above():
 
 
 @pytest.mark.parametrize("argv,option,value", CHECKS, ids=[" ".join(a) for a, _, _ in CHECKS])
-def test_a_value_the_command_checks_itself_is_a_usage_error(tmp_path: Path, monkeypatch, argv, option, value):
+def test_a_value_the_command_checks_itself_is_a_usage_error(tmp_path: Path, monkeypatch, probe_run, argv, option,
+                                                            value):
     monkeypatch.chdir(tmp_path)  # a default output folder would land here (none may be created)
-    args = [a.format(tmp=tmp_path) for a in argv]
+    args = [a.format(tmp=tmp_path, run=probe_run) for a in argv]
     r = CliRunner().invoke(app, args, prog_name="memsim", input="")
     assert r.exit_code == 2, (r.exit_code, r.output)
     assert r.stdout == "", r.stdout
