@@ -69,15 +69,73 @@ def _accuracy(result_path: Path) -> tuple[float, int]:
     return sum(1 for r in recs if r.get("judgement") == "correct") / len(recs), len(recs)
 
 
+class _CountingPlanner(WorldPlanner):
+    """The world planner, unchanged, that also keeps what its counters moved for each question (``per_question``):
+    the per-question outcomes behind the per-round shares."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.per_question: dict[str, dict[str, int]] = {}
+
+    def complete(self, messages: list[dict[str, Any]]) -> str:
+        before = dict(self.stats)
+        out = super().complete(messages)
+        acc = self.per_question.setdefault(self.question or "", dict.fromkeys(self.stats, 0))
+        for key, v in self.stats.items():
+            acc[key] += v - before[key]
+        return out
+
+
+def _question_outcomes(result_path: Path, qs: QuerySet, planner: _CountingPlanner, rnd: int) -> list[dict[str, Any]]:
+    """One entry per answered question of a round (the records of its result file): its index in the round's
+    query set, whether it was judged correct, and the planner counters it moved."""
+    if not result_path.exists():
+        return []
+    index = {q: i for i, q in reversed(list(enumerate(qs.questions())))}
+    out = []
+    for line in result_path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        q = rec.get("question")
+        moved = planner.per_question.get(q, {})
+        out.append({"round": rnd, "index": index.get(q, -1), "correct": rec.get("judgement") == "correct",
+                    "copied_positive": int(moved.get("copied_positive", 0)),
+                    "copied_right_plan": int(moved.get("copied_right_plan", 0))})
+    return out
+
+
+def question_probes(arm: dict[str, Any], row: str, rounds: int) -> list[dict[str, Any]]:
+    """An arm's questions as per-probe rows (ids and numbers; see :mod:`harness.probes`): probe ``r<round>.<index>``
+    (the same questions for every arm of a world), category the round; ``mean_accuracy`` (judged correct, 0/1),
+    ``share_with_positive_example`` and ``share_copied_right_plan`` (the question copied a delivered positive
+    example / a right plan), and ``final_accuracy`` and ``round_<r>`` (correct, null outside that round). Their
+    means over an arm's questions are the arm's numbers when every round answers as many questions."""
+    out = []
+    for q in arm["questions"]:
+        rec: dict[str, Any] = {"workload": "cbr-loop", "cluster": "", "probe": f"r{q['round']}.{q['index']}",
+                               "category": str(q["round"]), "abstention": False, "has_evidence": True, "row": row,
+                               "arm": arm["arm"], "mean_accuracy": q["correct"],
+                               "final_accuracy": q["correct"] if q["round"] == rounds else None,
+                               "share_with_positive_example": q["copied_positive"],
+                               "share_copied_right_plan": q["copied_right_plan"]}
+        for r in range(1, rounds + 1):
+            rec[f"round_{r}"] = q["correct"] if q["round"] == r else None
+        out.append(rec)
+    return out
+
+
 def run_arm(arm: str, world: CBRWorld, sets: list[QuerySet], lookup: dict[str, tuple[int, int]], root: Path, *,
             k: int, seed: int, np_selector: Any = None, track: Callable | None = None) -> dict[str, Any]:
-    """One arm over all rounds in its own client layout under ``root``; returns per-round accuracy and stats."""
+    """One arm over all rounds in its own client layout under ``root``; returns per-round accuracy and stats and,
+    in ``questions``, each answered question's outcome."""
     from agentfly_sim.agents import ScriptedExecutor, ScriptedJudge
     from agentfly_sim.driver import DriverConfig, NPDriver, PMDriver
 
     for d in ("client", "memory", "data", "result"):
         (root / d).mkdir(parents=True, exist_ok=True)
-    planner = WorldPlanner(world, lookup, seed=seed, **POLICY)
+    planner = _CountingPlanner(world, lookup, seed=seed, **POLICY)
+    questions: list[dict[str, Any]] = []
     per_round: list[dict[str, Any]] = []
     ckpt: str | None = None
     train_log: list[dict[str, Any]] = []
@@ -111,6 +169,7 @@ def run_arm(arm: str, world: CBRWorld, sets: list[QuerySet], lookup: dict[str, t
                               selector=selector, **common)
         summary = driver.run()
         acc, n = _accuracy(result)
+        questions += _question_outcomes(result, qs, planner, r + 1)
         d = {key: planner.stats[key] - before[key] for key in planner.stats}
         delivered = d["delivered_pos"] + d["delivered_neg"]
         per_round.append({"round": r + 1, "accuracy": acc, "questions": n, "errors": summary.errors,
@@ -123,7 +182,7 @@ def run_arm(arm: str, world: CBRWorld, sets: list[QuerySet], lookup: dict[str, t
     bank = root / "memory" / ("memory.jsonl" if arm == "pm" else "bank.jsonl")
     n_cases = sum(1 for line in bank.read_text(encoding="utf-8").splitlines() if line.strip()) if bank.exists() else 0
     return {"arm": arm, "k": k, "rounds": per_round, "bank_cases": n_cases, "seconds": time.perf_counter() - t_arm,
-            "train": train_log}
+            "train": train_log, "questions": questions}
 
 
 def _retrain(root: Path, r: int, seed: int) -> tuple[str, dict[str, Any]]:
@@ -180,6 +239,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, rounds: int | None
     meta = {"machine": machine_description(), "quick": quick,
             "seeds": {"world": seed, "rounds": [seed + 500 + r for r in range(rounds)], "planner": seed},
             "rounds": rounds, "per_round": per_round, "policy": POLICY, "wall_s": time.perf_counter() - t_start}
+    questions = {(a["arm"], a["k"]): a.pop("questions") for a in arms}  # noqa: F841
     payload = {"name": "cbr-loop", "meta": meta, "arms": arms, "k_sweep": _k_sweep(arms)}
     return write_results(out_dir, "cbr-loop", payload, render_markdown(payload), _figure(payload))
 

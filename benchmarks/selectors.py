@@ -28,12 +28,14 @@ from typing import Any
 import numpy as np
 
 from benchmarks import rankers
+from benchmarks import selector_probes as sp
 from benchmarks.common import machine_description, md_table, meta_block, start_run, write_results
-from benchmarks.metrics import evaluate_run
+from benchmarks.stats_tables import differences_section, error_bar, interval_cell, method_sentence
 from benchmarks.worlds import CBRWorld
 
 DEPTH = 100
-METRIC_COLS = ("R@1", "R@4", "R@8", "P@8", "nDCG@10", "MRR", "neg_share@8")
+METRIC_COLS = sp.METRICS
+NAME = "selectors"
 
 
 def _np_pooler_rankings(bank_q: list[str], query_q: list[str], n_check: int
@@ -95,8 +97,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, n_cases: int | Non
     runs: dict[str, list[np.ndarray]] = {}
 
     def add(name: str, ranks: list[np.ndarray], seconds: float, **extra: Any) -> None:
-        m = evaluate_run([list(r) for r in ranks], qrels, positive_label=bank.label)
-        rows.append({"selector": name, **m, "seconds": seconds, **extra})
+        rows.append({"selector": name, "row": sp.row_id(name), "seconds": seconds, **extra})
         runs[name] = ranks
 
     steps = ["oracle", "np_pooler", "np_mean", "bm25", "rrf", "recency", "random", "pm"]
@@ -133,13 +134,57 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, n_cases: int | Non
 
     corpus = corpus_mod.corpus_section(data_dir, quick=quick, seed=seed, track=track)
 
+    # the per-probe table (ids and numbers), the TREC files, then every number of the page from the table
+    by_id = {sp.row_id(n): r for n, r in runs.items()}
+    types = [f.entity_type for f in world.families]
+    table_rows = sp.probe_rows(by_id, qrels, bank.label, queries.family, types)
+    world_cfg = world.config() | {"n_cases": n_cases, "n_queries": n_queries, "depth": DEPTH}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    probes = write_table(out_dir, table_rows, data=sp.data_label(world_cfg, n_cases, n_queries),
+                         config={"world": world_cfg, "seed": seed, "quick": quick, "pairs": [list(p) for p in sp.PAIRS]})
+    from harness.trec import query_id
+
+    qids = [query_id(f"f{int(f)}", j) for j, f in enumerate(queries.family)]
+    trec = sp.write_trec_files(out_dir / NAME, *sp.trec_inputs(by_id, qrels, qids))
+
     meta = {"machine": machine_description(), "quick": quick,
             "seeds": {"world": seed, "queries": seed + 1000, "random": seed},
-            "world": world.config() | {"n_cases": n_cases, "n_queries": n_queries, "depth": DEPTH},
-            "wall_s": time.perf_counter() - t_start}
-    payload = {"name": "selectors", "meta": meta, "rows": rows, "corpus": corpus, "notes": notes}
+            "world": world_cfg, "wall_s": time.perf_counter() - t_start}
+    payload = {"name": NAME, "meta": meta, "rows": rows, "corpus": corpus, "notes": notes}
+    apply_table(payload, probes)
     md = render_markdown(payload)
-    return write_results(out_dir, "selectors", payload, md, _figure(rows))
+    return [*write_results(out_dir, NAME, payload, md, _figure(payload)), probes, *trec]
+
+
+def write_table(out_dir: Path, table_rows: list[dict[str, Any]], *, data: str, config: dict[str, Any]) -> Path:
+    """``selectors.probes.parquet`` in ``out_dir``: every metric of kind ``mean`` (means of per-query
+    fractions), the Differences metrics as its headline metrics."""
+    from harness.probes import probe_table, write_probes
+
+    table = probe_table(table_rows)
+    kinds = {m: "mean" for m in sp.METRICS if m in table.column_names}
+    return write_probes(out_dir / f"{NAME}.probes.parquet", table, data=data, config=config, kinds=kinds,
+                        headline_metrics=[m for m in sp.PAIR_METRICS if m in kinds])
+
+
+def apply_table(payload: dict[str, Any], probes: Path) -> None:
+    """Set every number the page shows from the per-probe table: each row's means
+    (:func:`harness.probes.aggregate`), the intervals of every row and metric, and the Differences of the fixed
+    pairs (:data:`benchmarks.selector_probes.PAIRS`) that both ran."""
+    from benchmarks.stats_tables import present_pairs, run_stats
+    from harness.probes import read_probes
+
+    run = read_probes(probes)
+    ids = [r["row"] for r in payload["rows"]]
+    metrics = [m for m in sp.METRICS if m in run.metrics]
+    pairs, missing = present_pairs(sp.PAIRS, ids)
+    st = run_stats(run, ids, metrics, pairs, [m for m in sp.PAIR_METRICS if m in metrics], probe_set="all queries")
+    for r in payload["rows"]:
+        for m in metrics:
+            r[m] = st["aggregate"][r["row"]]["metrics"][m]["mean"]
+    payload["stats"] = {"probes": probes.name, "n_probe_rows": run.table.num_rows,
+                        "intervals": st["intervals"], "differences": st["differences"],
+                        "not_compared": [list(p) for p in missing]}
 
 
 READING = (
@@ -157,11 +202,13 @@ READING = (
 
 
 def rerender(out_dir: Path) -> list[Path]:
-    """Rewrite ``selectors.md`` and ``selectors.png`` from ``selectors.json`` (no re-run)."""
+    """Rewrite ``selectors.{json,md,png}`` from ``selectors.json`` and the per-probe table beside it (no re-run):
+    the means, intervals and Differences are recomputed from the table."""
     import json
 
-    payload = json.loads((out_dir / "selectors.json").read_text(encoding="utf-8"))
-    return write_results(out_dir, "selectors", payload, render_markdown(payload), _figure(payload["rows"]))
+    payload = json.loads((out_dir / f"{NAME}.json").read_text(encoding="utf-8"))
+    apply_table(payload, out_dir / f"{NAME}.probes.parquet")
+    return write_results(out_dir, NAME, payload, render_markdown(payload), _figure(payload))
 
 
 def render_markdown(payload: dict[str, Any]) -> str:
@@ -174,10 +221,20 @@ def render_markdown(payload: dict[str, Any]) -> str:
              f"about {w['n_cases'] // w['n_families']} same-family cases per query, R@8 is capped near "
              f"{min(1.0, 8 / max(1, w['n_cases'] // w['n_families'])):.2f}, so P@8 is the readable column). "
              "`neg_share@8` = share of cases *labelled* negative among the top 8 delivered.", ""]
+    stats = payload.get("stats") or {}
+    ivs = (stats.get("intervals") or {}).get("rows") or {}
     headers = ("selector", *METRIC_COLS, "s")
-    table_rows = [(r["selector"], *(r.get(c, float("nan")) for c in METRIC_COLS), f"{r['seconds']:.1f}")
+
+    def cell(r: dict[str, Any], m: str) -> Any:
+        iv = ivs.get(m, {}).get(r.get("row", ""))
+        return interval_cell(iv) if iv else r.get(m, float("nan"))
+
+    table_rows = [(r["selector"], *(cell(r, c) for c in METRIC_COLS), f"{r['seconds']:.1f}")
                   for r in payload["rows"]]
     lines.append(md_table(headers, table_rows))
+    if stats.get("intervals"):
+        lines += ["", method_sentence(stats["intervals"], "every query of the run, each query one probe") +
+                  f" Per-probe table: `{stats['probes']}`; TREC run and qrels files (level `case`): `{NAME}/`."]
     for r in payload["rows"]:
         if "faithful_check_queries" in r:
             lines.append("")
@@ -190,6 +247,10 @@ def render_markdown(payload: dict[str, Any]) -> str:
     if payload.get("notes"):
         lines += ["", *[f"- {n}" for n in payload["notes"]]]
     lines += ["", READING]
+    if stats.get("differences"):
+        lines += ["", *differences_section(stats["differences"], sp.name_of, unit="queries")]
+    for a, b in stats.get("not_compared") or []:
+        lines += [f"Not compared: {sp.name_of(a)} vs {sp.name_of(b)} (a row did not run)."]
     from benchmarks.corpus import render_corpus_markdown
 
     lines += ["", render_corpus_markdown(payload.get("corpus") or {})]
@@ -197,12 +258,15 @@ def render_markdown(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _figure(rows: list[dict[str, Any]]) -> Any:
+def _figure(payload: dict[str, Any]) -> Any:
+    """Grouped bars, one per selector and metric, with the 95% interval of each mean as an error bar."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = payload["rows"]
+    ivs = ((payload.get("stats") or {}).get("intervals") or {}).get("rows") or {}
     cols = ("R@8", "P@8", "nDCG@10", "MRR", "neg_share@8")
     fig, ax = plt.subplots(figsize=(11, 4.2))
     n = len(rows)
@@ -210,11 +274,12 @@ def _figure(rows: list[dict[str, Any]]) -> Any:
     x = np.arange(len(cols))
     cmap = plt.get_cmap("tab10")
     for i, r in enumerate(rows):
+        bars = [error_bar(ivs.get(c, {}).get(r.get("row", ""))) for c in cols]
         ax.bar(x + i * width - 0.4 + width / 2, [r.get(c, 0.0) for c in cols], width, label=r["selector"],
-               color=cmap(i % 10))
+               color=cmap(i % 10), yerr=np.array(bars).T, capsize=1.5, error_kw={"elinewidth": 0.7})
     ax.set_xticks(x, cols)
     ax.set_ylim(0, 1.05)
-    ax.set_ylabel("mean over queries")
+    ax.set_ylabel("mean over queries (95% interval)")
     ax.set_title("Selectors on the synthetic CBR world (higher is better, except neg_share@8)")
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="y", alpha=0.3)
