@@ -34,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import cbr_probes
 from benchmarks.common import machine_description, md_table, meta_block, start_run, write_results
+from benchmarks.stats_tables import differences_section, error_bar, interval_cell, method_sentence
 from benchmarks.worlds import CBRWorld, QuerySet
 from benchmarks.worlds.cbr_agents import EncoderSelector, NoMemorySelector, OracleSelector, WorldPlanner
 
@@ -102,26 +104,6 @@ def _question_outcomes(result_path: Path, qs: QuerySet, planner: _CountingPlanne
         out.append({"round": rnd, "index": index.get(q, -1), "correct": rec.get("judgement") == "correct",
                     "copied_positive": int(moved.get("copied_positive", 0)),
                     "copied_right_plan": int(moved.get("copied_right_plan", 0))})
-    return out
-
-
-def question_probes(arm: dict[str, Any], row: str, rounds: int) -> list[dict[str, Any]]:
-    """An arm's questions as per-probe rows (ids and numbers; see :mod:`harness.probes`): probe ``r<round>.<index>``
-    (the same questions for every arm of a world), category the round; ``mean_accuracy`` (judged correct, 0/1),
-    ``share_with_positive_example`` and ``share_copied_right_plan`` (the question copied a delivered positive
-    example / a right plan), and ``final_accuracy`` and ``round_<r>`` (correct, null outside that round). Their
-    means over an arm's questions are the arm's numbers when every round answers as many questions."""
-    out = []
-    for q in arm["questions"]:
-        rec: dict[str, Any] = {"workload": "cbr-loop", "cluster": "", "probe": f"r{q['round']}.{q['index']}",
-                               "category": str(q["round"]), "abstention": False, "has_evidence": True, "row": row,
-                               "arm": arm["arm"], "mean_accuracy": q["correct"],
-                               "final_accuracy": q["correct"] if q["round"] == rounds else None,
-                               "share_with_positive_example": q["copied_positive"],
-                               "share_copied_right_plan": q["copied_right_plan"]}
-        for r in range(1, rounds + 1):
-            rec[f"round_{r}"] = q["correct"] if q["round"] == r else None
-        out.append(rec)
     return out
 
 
@@ -211,8 +193,9 @@ def from_json(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def rerender(out_dir: Path) -> list[Path]:
-    """Rewrite ``cbr-loop.{json,md,png}`` from ``cbr-loop.json`` (no re-run)."""
+    """Rewrite ``cbr-loop.{json,md,png}`` from ``cbr-loop.json`` and its per-probe table (no re-run)."""
     payload = from_json(json.loads((out_dir / "cbr-loop.json").read_text(encoding="utf-8")))
+    cbr_probes.apply_table(payload, out_dir / "cbr-loop.probes.parquet")
     return write_results(out_dir, "cbr-loop", payload, render_markdown(payload), _figure(payload))
 
 
@@ -239,9 +222,15 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, rounds: int | None
     meta = {"machine": machine_description(), "quick": quick,
             "seeds": {"world": seed, "rounds": [seed + 500 + r for r in range(rounds)], "planner": seed},
             "rounds": rounds, "per_round": per_round, "policy": POLICY, "wall_s": time.perf_counter() - t_start}
-    questions = {(a["arm"], a["k"]): a.pop("questions") for a in arms}  # noqa: F841
+    out_dir.mkdir(parents=True, exist_ok=True)
+    probes = cbr_probes.write_table(out_dir, arms, rounds, data=f"cbr-world seed={seed} rounds={rounds} "
+                                    f"per_round={per_round}", config={k: meta[k] for k in ("seeds", "rounds",
+                                                                                         "per_round", "policy")})
+    for a in arms:
+        del a["questions"]  # in the per-probe table
     payload = {"name": "cbr-loop", "meta": meta, "arms": arms, "k_sweep": _k_sweep(arms)}
-    return write_results(out_dir, "cbr-loop", payload, render_markdown(payload), _figure(payload))
+    cbr_probes.apply_table(payload, probes)
+    return [*write_results(out_dir, "cbr-loop", payload, render_markdown(payload), _figure(payload)), probes]
 
 
 def _mean_acc(arm: dict[str, Any]) -> float:
@@ -273,17 +262,36 @@ def render_markdown(p: dict[str, Any]) -> str:
              f"a right plan succeeds with p={m['policy']['p_exec']}, a wrong one with p={m['policy']['p_lucky']}. "
              f"Each arm starts from an empty bank; {m['rounds']} rounds x {m['per_round']} fresh questions; the "
              "judge is the scripted `match` judge, so stored labels are judged outcomes. K = 8 unless stated.", ""]
-    headers = ("arm", *[f"round {r['round']}" for r in main[0]["rounds"]], "mean", "cases at end",
-               "got a positive example", "copied a right plan", "neg share delivered")
+    stats = p.get("stats") or {}
+    ivs = (stats.get("intervals") or {}).get("rows") or {}
+
+    def cell(a: dict[str, Any], metric: str, fallback: float) -> Any:
+        iv = ivs.get(metric, {}).get(cbr_probes.row_id(a["arm"], a["k"]))
+        return interval_cell(iv) if iv else fallback
+
+    headers = ("arm", *[f"round {r['round']}" for r in main[0]["rounds"]], "mean", "got a positive example",
+               "copied a right plan")
     rows = []
     for a in main:
         rs = a["rounds"]
-        rows.append((LABELS[a["arm"]], *[r["accuracy"] for r in rs], _mean_acc(a), a["bank_cases"],
-                     float(np.mean([r["share_with_positive_example"] for r in rs])),
-                     float(np.mean([r["share_copied_right_plan"] for r in rs])),
-                     float(np.nanmean([r["neg_share_delivered"] for r in rs]))
-                     if any(not np.isnan(r["neg_share_delivered"]) for r in rs) else float("nan")))
+        rows.append((LABELS[a["arm"]], *[cell(a, f"round_{r['round']}", r["accuracy"]) for r in rs],
+                     cell(a, "mean_accuracy", _mean_acc(a)),
+                     cell(a, "share_with_positive_example",
+                          float(np.mean([r["share_with_positive_example"] for r in rs]))),
+                     cell(a, "share_copied_right_plan", float(np.mean([r["share_copied_right_plan"] for r in rs])))))
     lines.append(md_table(headers, rows))
+    if stats.get("intervals"):
+        lines += ["", method_sentence(stats["intervals"], "every question of the arm's rounds, each question one "
+                                      "probe (every arm answers the same questions)") +
+                  f" Per-probe table: `{stats['probes']}`."]
+    lines += ["", "Per-arm quantities that are not means over questions (no interval): the bank at the end, and "
+              "the negative share of the delivered examples (over all examples a round delivered, averaged over "
+              "rounds).", ""]
+    lines.append(md_table(("arm", "cases at end", "neg share delivered"),
+                          [(LABELS[a["arm"]], a["bank_cases"],
+                            float(np.nanmean([r["neg_share_delivered"] for r in a["rounds"]]))
+                            if any(not np.isnan(r["neg_share_delivered"]) for r in a["rounds"]) else float("nan"))
+                           for a in main]))
     pm = next((a for a in main if a["arm"] == "pm"), None)
     if pm and pm["train"]:
         lines += ["", "PM retraining between rounds (validation AUC of the trainer's default row-level split; "
@@ -295,10 +303,22 @@ def render_markdown(p: dict[str, Any]) -> str:
     ks = sorted({r["k"] for r in p["k_sweep"]})
     by = {(r["arm"], r["k"]): r for r in p["k_sweep"]}
     lines.append(md_table(("arm", *[f"K={k}" for k in ks]),
-                          [(LABELS[a], *[by[(a, k)]["mean_accuracy"] if (a, k) in by else float("nan") for k in ks])
+                          [(LABELS[a], *[cell(by[(a, k)], "mean_accuracy", by[(a, k)]["mean_accuracy"])
+                                         if (a, k) in by else float("nan") for k in ks])
                            for a in ("np", "oracle")]))
-    lines += ["", _k_explanation(p), "", "![cbr-loop](cbr-loop.png)", "", meta_block(m)]
+    lines += ["", _k_explanation(p)]
+    if stats.get("differences"):
+        lines += ["", *differences_section(stats["differences"], _label, unit="questions")]
+    for a, b in stats.get("not_compared") or []:
+        lines += [f"Not compared: {_label(a)} vs {_label(b)} (an arm did not run).", ""]
+    lines += ["", "![cbr-loop](cbr-loop.png)", "", meta_block(m)]
     return "\n".join(lines)
+
+
+def _label(row: str) -> str:
+    """``np@8`` -> ``NP (pooler) K=8``."""
+    arm, _, k = row.rpartition("@")
+    return f"{LABELS.get(arm, arm)} K={k}"
 
 
 def _k_explanation(p: dict[str, Any]) -> str:
@@ -343,19 +363,29 @@ def _figure(p: dict[str, Any]) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    ivs = ((p.get("stats") or {}).get("intervals") or {}).get("rows") or {}
+
+    def bars(metric: str, rows: list[str]) -> np.ndarray:
+        return np.array([error_bar(ivs.get(metric, {}).get(r)) for r in rows]).T
+
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     ax = axes[0]
     for a in p["arms"]:
         if a["k"] != 8:
             continue
         xs = [r["round"] for r in a["rounds"]]
-        ax.plot(xs, [r["accuracy"] for r in a["rounds"]], "o-", label=LABELS[a["arm"]])
+        rid = cbr_probes.row_id(a["arm"], a["k"])
+        ax.errorbar(xs, [r["accuracy"] for r in a["rounds"]],
+                    yerr=np.array([error_bar(ivs.get(f"round_{x}", {}).get(rid)) for x in xs]).T, fmt="o-",
+                    capsize=3, label=LABELS[a["arm"]])
     ax.set_xticks([r["round"] for r in p["arms"][0]["rounds"]])
     _accuracy_axes(ax, "round", "accuracy (judged correct)", "Learning curves, K=8 (scripted planner)")
     ax = axes[1]
     for arm in ("np", "oracle"):
         rows = sorted([r for r in p["k_sweep"] if r["arm"] == arm], key=lambda r: r["k"])
-        ax.plot([r["k"] for r in rows], [r["mean_accuracy"] for r in rows], "o-", label=LABELS[arm])
+        ax.errorbar([r["k"] for r in rows], [r["mean_accuracy"] for r in rows],
+                    yerr=bars("mean_accuracy", [cbr_probes.row_id(arm, r["k"]) for r in rows]), fmt="o-", capsize=3,
+                    label=LABELS[arm])
     nm = next((a for a in p["arms"] if a["arm"] == "none"), None)
     if nm:
         ax.axhline(_mean_acc(nm), color="grey", ls=":", label="no memory")

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.cbr_probes import row_id as cbr_row_id
 from benchmarks.common import set_torch_threads
 from benchmarks.sweep_config import CBR_NAMES, LOCOMO_METRICS, SELECTOR_ROWS, SELECTOR_STEPS
 
@@ -112,15 +113,11 @@ def _selectors_cell(seed: int, config: dict[str, Any], size: dict[str, Any]) -> 
     return {"rows": rows, "probes": probes, "row_ids": {n: sp.row_id(n) for n in runs}, "ranked": ranked}
 
 
-def cbr_row_id(arm: str, k: int) -> str:
-    """The row id of a cbr-loop arm at K (``np@8``)."""
-    return f"{arm}@{k}"
-
-
 def _cbr_cell(seed: int, config: dict[str, Any], size: dict[str, Any]) -> dict[str, Any]:
     """One arm of the CBR loop on the world of ``seed``, as ``memsim bench cbr-loop`` runs it. Its probes are the
     arm's questions (``r<round>.<index>``, the same questions for every arm of a seed)."""
     from benchmarks import cbr_loop as cbr
+    from benchmarks.cbr_probes import question_probes
     from benchmarks.worlds import CBRWorld
 
     arm = str(config["arm"])
@@ -148,7 +145,7 @@ def _cbr_cell(seed: int, config: dict[str, Any], size: dict[str, Any]) -> dict[s
     for r in rs:
         row[f"round_{r['round']}"] = r["accuracy"]
     rid = cbr_row_id(arm, k)
-    probes = [{**p, "cluster": "", "seed": seed} for p in cbr.question_probes(a, rid, rounds)]
+    probes = [{**p, "seed": seed} for p in question_probes(a, rid, rounds, cluster="")]
     return {"rows": [row], "probes": probes, "row_ids": {name: rid}, "ranked": None}
 
 
