@@ -299,3 +299,21 @@ def test_committed_sweep_numbers_come_from_the_committed_table(name: str) -> Non
     cfg = sweep.SweepConfig.model_validate(payload["config"])
     (size,) = payload["aggregate"]["sizes"]
     assert len(size["differences"]["pairs"]) == len(cfg.compare) * len(sweep.pair_metrics(cfg))
+
+
+def test_locomo_cell_probes_give_its_rows() -> None:
+    from harness.probes import aggregate, probe_table
+    from harness.workloads.locomo import find_locomo_path
+
+    data = find_locomo_path()
+    if data is None:
+        pytest.skip("LoCoMo data not present")
+    res = sweep.run_cell({"benchmark": "locomo", "seed": 0, "config": {"arms": "bm25,full", "k": [4],
+                                                                       "data": str(data)}, "size": {"quick": True}})
+    table = probe_table(res["probes"])
+    assert set(table.column("category").to_pylist()) <= {"1", "2", "3", "4"}  # the headline probes only
+    agg = aggregate(table, None, list(sweep.LOCOMO_METRICS))
+    for row in res["rows"]:
+        got = agg[res["row_ids"][row["name"]]]["metrics"]
+        for m in sweep.LOCOMO_METRICS:
+            assert got[m]["mean"] == pytest.approx(row[m], abs=1e-12), (row["name"], m)
