@@ -16,6 +16,13 @@ Rows (each ranks the whole bank for every query; metrics from :mod:`benchmarks.m
 - ``recency`` (newest first) and ``random``.
 
 The corpus section (real AgentFly files, when present) is in :mod:`benchmarks.corpus`.
+
+Every number of the table comes from the per-probe table ``selectors.probes.parquet`` (one row per query and
+selector, ids and numbers only; :mod:`benchmarks.selector_probes`): each mean with its 95% bootstrap interval over
+the queries, and a Differences section for the comparator pairs fixed in
+:data:`benchmarks.selector_probes.PAIRS` (paired by query, randomization test, Holm over pairs x metrics). The
+rankings are written as TREC run files with graded qrels in ``selectors/`` (``runs/<row>.case.trec``,
+``qrels.case.trec``).
 """
 
 from __future__ import annotations
