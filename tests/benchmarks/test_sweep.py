@@ -103,7 +103,7 @@ def test_aggregate_pairs_by_seed_and_probe(tmp_path: Path) -> None:
 
 
 def test_cbr_question_probes_give_the_arm_numbers() -> None:
-    from benchmarks import cbr_loop
+    from benchmarks import cbr_loop, cbr_probes
 
     arm = {"arm": "np", "rounds": [{"round": 1, "accuracy": 0.5, "share_with_positive_example": 0.5},
                                    {"round": 2, "accuracy": 1.0, "share_with_positive_example": 0.0}],
@@ -111,7 +111,7 @@ def test_cbr_question_probes_give_the_arm_numbers() -> None:
                          {"round": 1, "index": 1, "correct": False, "copied_positive": 0, "copied_right_plan": 0},
                          {"round": 2, "index": 0, "correct": True, "copied_positive": 0, "copied_right_plan": 0},
                          {"round": 2, "index": 1, "correct": True, "copied_positive": 0, "copied_right_plan": 0}]}
-    rows = cbr_loop.question_probes(arm, "np@8", 2)
+    rows = cbr_probes.question_probes(arm, "np@8", 2)
     assert [r["probe"] for r in rows] == ["r1.0", "r1.1", "r2.0", "r2.1"]
     mean = {m: sum(float(r[m]) for r in rows if r[m] is not None) / sum(r[m] is not None for r in rows)
             for m in ("mean_accuracy", "final_accuracy", "round_1", "share_with_positive_example")}
