@@ -32,6 +32,14 @@ METRICS = ("R@1", "R@4", "R@8", "P@8", "nDCG@10", "MRR", "neg_share@8")
 PAIR_METRICS = ("P@8", "nDCG@10", "MRR", "neg_share@8")
 """The metrics of the Differences section (R@k is P@8 rescaled by each query's number of relevant cases)."""
 LEVEL = "case"
+STEPS = ("oracle", "np_pooler", "np_mean", "bm25", "rrf", "recency", "random", "pm")
+"""The selector steps, in the order they run (``rrf`` fuses the rankings of ``bm25`` and ``np_mean``)."""
+STEP_ROWS: dict[str, tuple[str, ...]] = {
+    "oracle": ("oracle (hidden truth)",), "np_pooler": ("NP faithful (pooler)",), "np_mean": ("NP mean-pooling",),
+    "bm25": ("BM25 (bm25s)",), "rrf": ("hybrid RRF (BM25 + mean)",), "recency": ("recency",), "random": ("random",),
+    "pm": ("PM untrained head (bootstrap ckpt)", "PM classifier (burn-in pairs)", "PM classifier (family labels)"),
+}
+"""The rows each step gives, by display name (``pm`` gives three)."""
 ROW_IDS: dict[str, str] = {
     "oracle (hidden truth)": "oracle", "NP faithful (pooler)": "np-pooler", "NP mean-pooling": "np-mean",
     "BM25 (bm25s)": "bm25", "hybrid RRF (BM25 + mean)": "rrf", "recency": "recency", "random": "random",

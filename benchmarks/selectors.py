@@ -28,7 +28,7 @@ rankings are written as TREC run files with graded qrels in ``selectors/`` (``ru
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ import numpy as np
 
 from benchmarks import rankers
 from benchmarks import selector_probes as sp
-from benchmarks.common import machine_description, md_table, meta_block, start_run, write_results
+from benchmarks.common import machine_description, md_table, meta_block, no_progress, start_run, write_results
 from benchmarks.stats_tables import differences_section, error_bar, interval_cell, method_sentence
 from benchmarks.worlds import CBRWorld
 
@@ -84,12 +84,58 @@ def _pm_rows(world: CBRWorld, bank, queries, qrels, seed: int, quick: bool, tmp:
         return []
 
 
+def rank_selectors(steps: Sequence[str], world: CBRWorld, bank: Any, queries: Any, qrels: Sequence[np.ndarray], *,
+                   seed: int, quick: bool, faithful_checks: int, notes: list[str], track: Callable | None = None,
+                   tmp_dir: Path | None = None) -> list[tuple[str, list[np.ndarray], float, dict[str, Any]]]:
+    """Every selector of ``steps`` (in :data:`~benchmarks.selector_probes.STEPS` order) ranking the bank for every query, to :data:`DEPTH`:
+    ``(display name, rankings, seconds, extra)`` per row (``extra``: NP's faithful-path check, the PM rows'
+    training facts). The one code path of ``memsim bench selectors`` and of selector sweep cells."""
+    import tempfile
+
+    track = track or no_progress
+    chosen = [s for s in sp.STEPS if s in steps]
+    n_cases, n_queries = len(bank), len(queries)
+    bank_q, query_q = bank.questions(), queries.questions()
+    out: list[tuple[str, list[np.ndarray], float, dict[str, Any]]] = []
+    runs: dict[str, list[np.ndarray]] = {}
+
+    def add(step: str, ranks: list[np.ndarray], t0: float, **extra: Any) -> None:
+        name = sp.STEP_ROWS[step][0]
+        out.append((name, ranks, time.perf_counter() - t0, extra))
+        runs[step] = ranks
+
+    for step in track(chosen, description="selectors", total=len(chosen)):
+        t0 = time.perf_counter()
+        if step == "oracle":
+            add(step, rankers.rank_oracle(qrels, DEPTH), t0)
+        elif step == "np_pooler":
+            ranks, check = _np_pooler_rankings(bank_q, query_q, faithful_checks)
+            add(step, ranks, t0, **(check if faithful_checks else {}))
+        elif step == "np_mean":
+            from harness.embedding import get_encoder
+
+            enc = get_encoder("minilm-mean")
+            add(step, rankers.rank_by_vectors(enc.encode(bank_q), enc.encode(query_q), DEPTH), t0)
+        elif step == "bm25":
+            add(step, rankers.rank_bm25(bank_q, query_q, DEPTH), t0)
+        elif step == "rrf":
+            add(step, rankers.rank_rrf([runs["bm25"], runs["np_mean"]], DEPTH), t0)
+        elif step == "recency":
+            add(step, rankers.rank_recency(n_cases, n_queries, DEPTH), t0)
+        elif step == "random":
+            add(step, rankers.rank_random(n_cases, n_queries, DEPTH, seed), t0)
+        elif step == "pm":
+            with tempfile.TemporaryDirectory(dir=tmp_dir) as td:
+                for row in _pm_rows(world, bank, queries, qrels, seed, quick, Path(td), track, notes):
+                    out.append((row.pop("selector"), row.pop("rankings"), row.pop("seconds"), row))
+    return out
+
+
 def run(out_dir: Path, *, quick: bool = False, seed: int = 0, n_cases: int | None = None,
         n_queries: int | None = None, data_dir: Path | None = None, track: Callable | None = None,
         tmp_dir: Path | None = None) -> list[Path]:
-    """Run the selector benchmark and write ``selectors.{json,md,png}`` to ``out_dir``; return the paths."""
-    import tempfile
-
+    """Run the selector benchmark and write ``selectors.{json,md,png,probes.parquet}`` and the TREC files
+    (``selectors/``) to ``out_dir``; return the paths."""
     track, t_start = start_run(track)
     n_cases = n_cases or (150 if quick else 2000)
     n_queries = n_queries or (15 if quick else 300)
@@ -97,44 +143,14 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, n_cases: int | Non
     bank = world.bank(n_cases, seed=seed)
     queries = world.queries(n_queries, seed=seed + 1000)
     qrels = world.qrels(queries, bank)
-    bank_q = bank.questions()
-    query_q = queries.questions()
     notes: list[str] = []
     rows: list[dict[str, Any]] = []
     runs: dict[str, list[np.ndarray]] = {}
-
-    def add(name: str, ranks: list[np.ndarray], seconds: float, **extra: Any) -> None:
+    for name, ranks, seconds, extra in rank_selectors(sp.STEPS, world, bank, queries, qrels, seed=seed, quick=quick,
+                                                      faithful_checks=1 if quick else 3, notes=notes, track=track,
+                                                      tmp_dir=tmp_dir):
         rows.append({"selector": name, "row": sp.row_id(name), "seconds": seconds, **extra})
         runs[name] = ranks
-
-    steps = ["oracle", "np_pooler", "np_mean", "bm25", "rrf", "recency", "random", "pm"]
-    for step in track(steps, description="selectors", total=len(steps)):
-        t0 = time.perf_counter()
-        if step == "oracle":
-            add("oracle (hidden truth)", rankers.rank_oracle(qrels, DEPTH), time.perf_counter() - t0)
-        elif step == "np_pooler":
-            ranks, check = _np_pooler_rankings(bank_q, query_q, 1 if quick else 3)
-            add("NP faithful (pooler)", ranks, time.perf_counter() - t0, **check)
-        elif step == "np_mean":
-            from harness.embedding import get_encoder
-
-            enc = get_encoder("minilm-mean")
-            add("NP mean-pooling", rankers.rank_by_vectors(enc.encode(bank_q), enc.encode(query_q), DEPTH),
-                time.perf_counter() - t0)
-        elif step == "bm25":
-            add("BM25 (bm25s)", rankers.rank_bm25(bank_q, query_q, DEPTH), time.perf_counter() - t0)
-        elif step == "rrf":
-            add("hybrid RRF (BM25 + mean)", rankers.rank_rrf([runs["BM25 (bm25s)"], runs["NP mean-pooling"]],
-                                                              DEPTH), time.perf_counter() - t0)
-        elif step == "recency":
-            add("recency", rankers.rank_recency(n_cases, n_queries, DEPTH), time.perf_counter() - t0)
-        elif step == "random":
-            add("random", rankers.rank_random(n_cases, n_queries, DEPTH, seed), time.perf_counter() - t0)
-        elif step == "pm":
-            with tempfile.TemporaryDirectory(dir=tmp_dir) as td:
-                for row in _pm_rows(world, bank, queries, qrels, seed, quick, Path(td), track, notes):
-                    ranks = row.pop("rankings")
-                    add(row.pop("selector"), ranks, row.pop("seconds"), **row)
 
     corpus: dict[str, Any] = {}
     from benchmarks import corpus as corpus_mod

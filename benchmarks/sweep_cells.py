@@ -50,8 +50,8 @@ def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
 
 
 def _selectors_cell(seed: int, config: dict[str, Any], size: dict[str, Any]) -> dict[str, Any]:
-    """The selectors of ``config['selectors']`` on the world of ``seed``, as ``memsim bench selectors`` runs them."""
-    from benchmarks import rankers
+    """The selectors of ``config['selectors']`` on the world of ``seed``, as ``memsim bench selectors`` runs them
+    (:func:`benchmarks.selectors.rank_selectors`)."""
     from benchmarks import selector_probes as sp
     from benchmarks import selectors as sel
     from benchmarks.metrics import evaluate_run
@@ -60,57 +60,26 @@ def _selectors_cell(seed: int, config: dict[str, Any], size: dict[str, Any]) -> 
     steps = [s for s in SELECTOR_STEPS if s in config["selectors"]]
     if "rrf" in steps and not {"bm25", "np_mean"} <= set(steps):
         raise ValueError("the rrf selector needs bm25 and np_mean in the same config")
-    n_cases = int(size.get("n_cases", 2000))
-    n_queries = int(size.get("n_queries", 300))
-    quick = bool(size.get("quick", False))
-    depth = sel.DEPTH
     world = CBRWorld(seed=seed)
-    bank = world.bank(n_cases, seed=seed)
-    queries = world.queries(n_queries, seed=seed + 1000)
+    bank = world.bank(int(size.get("n_cases", 2000)), seed=seed)
+    queries = world.queries(int(size.get("n_queries", 300)), seed=seed + 1000)
     qrels = world.qrels(queries, bank)
-    bank_q, query_q = bank.questions(), queries.questions()
-    rows: list[dict[str, Any]] = []
-    runs: dict[str, list[np.ndarray]] = {}
-
-    def add(name: str, ranks: list[np.ndarray]) -> None:
-        rows.append({"name": name, **evaluate_run([list(r) for r in ranks], qrels, positive_label=bank.label)})
-        runs[name] = ranks
-
-    for step in steps:
-        if step == "oracle":
-            add(SELECTOR_ROWS["oracle"][0], rankers.rank_oracle(qrels, depth))
-        elif step == "np_pooler":
-            ranks, _ = sel._np_pooler_rankings(bank_q, query_q, int(config.get("np_faithful_checks", 0)))
-            add(SELECTOR_ROWS["np_pooler"][0], ranks)
-        elif step == "np_mean":
-            from harness.embedding import get_encoder
-
-            enc = get_encoder("minilm-mean")
-            add(SELECTOR_ROWS["np_mean"][0], rankers.rank_by_vectors(enc.encode(bank_q), enc.encode(query_q), depth))
-        elif step == "bm25":
-            add(SELECTOR_ROWS["bm25"][0], rankers.rank_bm25(bank_q, query_q, depth))
-        elif step == "rrf":
-            add(SELECTOR_ROWS["rrf"][0], rankers.rank_rrf([runs[SELECTOR_ROWS["bm25"][0]],
-                                                          runs[SELECTOR_ROWS["np_mean"][0]]], depth))
-        elif step == "recency":
-            add(SELECTOR_ROWS["recency"][0], rankers.rank_recency(n_cases, n_queries, depth))
-        elif step == "random":
-            add(SELECTOR_ROWS["random"][0], rankers.rank_random(n_cases, n_queries, depth, seed))
-        elif step == "pm":
-            notes: list[str] = []
-            with tempfile.TemporaryDirectory(prefix="memsim-sweep-") as td:
-                pm = sel._pm_rows(world, bank, queries, qrels, seed, quick, Path(td),
-                                  lambda it, description="", total=None: it, notes)
-            if not pm:
-                raise RuntimeError("PM rows unavailable: " + "; ".join(notes))
-            for row in pm:
-                add(row["selector"], row["rankings"])
-    by_id = {sp.row_id(n): r for n, r in runs.items()}
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="memsim-sweep-") as td:
+        ranked = sel.rank_selectors(steps, world, bank, queries, qrels, seed=seed,
+                                    quick=bool(size.get("quick", False)),
+                                    faithful_checks=int(config.get("np_faithful_checks", 0)), notes=notes,
+                                    tmp_dir=Path(td))
+    if "pm" in steps and not any(name in SELECTOR_ROWS["pm"] for name, *_ in ranked):
+        raise RuntimeError("PM rows unavailable: " + "; ".join(notes))
+    rows = [{"name": name, **evaluate_run([list(r) for r in ranks], qrels, positive_label=bank.label)}
+            for name, ranks, *_ in ranked]
+    by_id = {sp.row_id(name): ranks for name, ranks, *_ in ranked}
     types = [f.entity_type for f in world.families]
     probes = sp.probe_rows(by_id, qrels, bank.label, queries.family, types, cluster=lambda j: "", seed=seed)
-    ranked = {"rankings": {r: [[int(i) for i in x] for x in ranks] for r, ranks in by_id.items()},
-              "qrels": [{int(i): int(g[i]) for i in np.flatnonzero(g >= 1)} for g in qrels]}
-    return {"rows": rows, "probes": probes, "row_ids": {n: sp.row_id(n) for n in runs}, "ranked": ranked}
+    trec = {"rankings": {r: [[int(i) for i in x] for x in ranks] for r, ranks in by_id.items()},
+            "qrels": [{int(i): int(g[i]) for i in np.flatnonzero(g >= 1)} for g in qrels]}
+    return {"rows": rows, "probes": probes, "row_ids": {n: sp.row_id(n) for n, *_ in ranked}, "ranked": trec}
 
 
 def _cbr_cell(seed: int, config: dict[str, Any], size: dict[str, Any]) -> dict[str, Any]:

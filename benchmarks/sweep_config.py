@@ -16,19 +16,14 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from benchmarks.selector_probes import STEP_ROWS, STEPS
+
 BENCHMARKS = ("selectors", "cbr-loop", "locomo")
-SELECTOR_STEPS = ("oracle", "np_pooler", "np_mean", "bm25", "rrf", "recency", "random", "pm")
-
-
+SELECTOR_STEPS = STEPS
 SEED_LIMIT = 2**32
 """Seeds seed numpy and torch: each must be in ``[0, 2**32)``."""
-
-# Row names each selector step gives (one source: the cell names its rows from here; ``pm`` gives three rows).
-SELECTOR_ROWS: dict[str, tuple[str, ...]] = {
-    "oracle": ("oracle (hidden truth)",), "np_pooler": ("NP faithful (pooler)",), "np_mean": ("NP mean-pooling",),
-    "bm25": ("BM25 (bm25s)",), "rrf": ("hybrid RRF (BM25 + mean)",), "recency": ("recency",), "random": ("random",),
-    "pm": ("PM untrained head (bootstrap ckpt)", "PM classifier (burn-in pairs)", "PM classifier (family labels)"),
-}
+SELECTOR_ROWS = STEP_ROWS
+"""The row names each selector step gives (``pm`` gives three rows)."""
 CBR_NAMES = {"none": "no memory", "np": "NP (pooler)", "np-mean": "NP (mean pooling)", "pm": "PM (classifier)",
              "oracle": "oracle"}
 CBR_METRICS = ("mean_accuracy", "final_accuracy", "bank_cases", "share_with_positive_example",
