@@ -34,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import cbr_probes
 from benchmarks.common import machine_description, md_table, meta_block, start_run, write_results
+from benchmarks.stats_tables import differences_section, error_bar, interval_cell, method_sentence
 from benchmarks.worlds import CBRWorld, QuerySet
 from benchmarks.worlds.cbr_agents import EncoderSelector, NoMemorySelector, OracleSelector, WorldPlanner
 
@@ -69,15 +71,53 @@ def _accuracy(result_path: Path) -> tuple[float, int]:
     return sum(1 for r in recs if r.get("judgement") == "correct") / len(recs), len(recs)
 
 
+class _CountingPlanner(WorldPlanner):
+    """The world planner, unchanged, that also keeps what its counters moved for each question (``per_question``):
+    the per-question outcomes behind the per-round shares."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.per_question: dict[str, dict[str, int]] = {}
+
+    def complete(self, messages: list[dict[str, Any]]) -> str:
+        before = dict(self.stats)
+        out = super().complete(messages)
+        acc = self.per_question.setdefault(self.question or "", dict.fromkeys(self.stats, 0))
+        for key, v in self.stats.items():
+            acc[key] += v - before[key]
+        return out
+
+
+def _question_outcomes(result_path: Path, qs: QuerySet, planner: _CountingPlanner, rnd: int) -> list[dict[str, Any]]:
+    """One entry per answered question of a round (the records of its result file): its index in the round's
+    query set, whether it was judged correct, and the planner counters it moved."""
+    if not result_path.exists():
+        return []
+    index = {q: i for i, q in reversed(list(enumerate(qs.questions())))}
+    out = []
+    for line in result_path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        q = rec.get("question")
+        moved = planner.per_question.get(q, {})
+        out.append({"round": rnd, "index": index.get(q, -1), "correct": rec.get("judgement") == "correct",
+                    "copied_positive": int(moved.get("copied_positive", 0)),
+                    "copied_right_plan": int(moved.get("copied_right_plan", 0))})
+    return out
+
+
 def run_arm(arm: str, world: CBRWorld, sets: list[QuerySet], lookup: dict[str, tuple[int, int]], root: Path, *,
             k: int, seed: int, np_selector: Any = None, track: Callable | None = None) -> dict[str, Any]:
-    """One arm over all rounds in its own client layout under ``root``; returns per-round accuracy and stats."""
+    """One arm over all rounds in its own client layout under ``root``; returns per-round accuracy and stats and,
+    in ``questions``, each answered question's outcome."""
     from agentfly_sim.agents import ScriptedExecutor, ScriptedJudge
     from agentfly_sim.driver import DriverConfig, NPDriver, PMDriver
 
     for d in ("client", "memory", "data", "result"):
         (root / d).mkdir(parents=True, exist_ok=True)
-    planner = WorldPlanner(world, lookup, seed=seed, **POLICY)
+    planner = _CountingPlanner(world, lookup, seed=seed, **POLICY)
+    questions: list[dict[str, Any]] = []
     per_round: list[dict[str, Any]] = []
     ckpt: str | None = None
     train_log: list[dict[str, Any]] = []
@@ -111,6 +151,7 @@ def run_arm(arm: str, world: CBRWorld, sets: list[QuerySet], lookup: dict[str, t
                               selector=selector, **common)
         summary = driver.run()
         acc, n = _accuracy(result)
+        questions += _question_outcomes(result, qs, planner, r + 1)
         d = {key: planner.stats[key] - before[key] for key in planner.stats}
         delivered = d["delivered_pos"] + d["delivered_neg"]
         per_round.append({"round": r + 1, "accuracy": acc, "questions": n, "errors": summary.errors,
@@ -123,7 +164,7 @@ def run_arm(arm: str, world: CBRWorld, sets: list[QuerySet], lookup: dict[str, t
     bank = root / "memory" / ("memory.jsonl" if arm == "pm" else "bank.jsonl")
     n_cases = sum(1 for line in bank.read_text(encoding="utf-8").splitlines() if line.strip()) if bank.exists() else 0
     return {"arm": arm, "k": k, "rounds": per_round, "bank_cases": n_cases, "seconds": time.perf_counter() - t_arm,
-            "train": train_log}
+            "train": train_log, "questions": questions}
 
 
 def _retrain(root: Path, r: int, seed: int) -> tuple[str, dict[str, Any]]:
@@ -152,8 +193,9 @@ def from_json(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def rerender(out_dir: Path) -> list[Path]:
-    """Rewrite ``cbr-loop.{json,md,png}`` from ``cbr-loop.json`` (no re-run)."""
+    """Rewrite ``cbr-loop.{json,md,png}`` from ``cbr-loop.json`` and its per-probe table (no re-run)."""
     payload = from_json(json.loads((out_dir / "cbr-loop.json").read_text(encoding="utf-8")))
+    cbr_probes.apply_table(payload, out_dir / "cbr-loop.probes.parquet")
     return write_results(out_dir, "cbr-loop", payload, render_markdown(payload), _figure(payload))
 
 
@@ -180,8 +222,15 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, rounds: int | None
     meta = {"machine": machine_description(), "quick": quick,
             "seeds": {"world": seed, "rounds": [seed + 500 + r for r in range(rounds)], "planner": seed},
             "rounds": rounds, "per_round": per_round, "policy": POLICY, "wall_s": time.perf_counter() - t_start}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    probes = cbr_probes.write_table(out_dir, arms, rounds, data=f"cbr-world seed={seed} rounds={rounds} "
+                                    f"per_round={per_round}", config={k: meta[k] for k in ("seeds", "rounds",
+                                                                                         "per_round", "policy")})
+    for a in arms:
+        del a["questions"]  # in the per-probe table
     payload = {"name": "cbr-loop", "meta": meta, "arms": arms, "k_sweep": _k_sweep(arms)}
-    return write_results(out_dir, "cbr-loop", payload, render_markdown, _figure(payload))
+    cbr_probes.apply_table(payload, probes)
+    return [*write_results(out_dir, "cbr-loop", payload, render_markdown, _figure(payload)), probes]
 
 
 def _mean_acc(arm: dict[str, Any]) -> float:
@@ -213,17 +262,36 @@ def render_markdown(p: dict[str, Any]) -> str:
              f"a right plan succeeds with p={m['policy']['p_exec']}, a wrong one with p={m['policy']['p_lucky']}. "
              f"Each arm starts from an empty bank; {m['rounds']} rounds x {m['per_round']} fresh questions; the "
              "judge is the scripted `match` judge, so stored labels are judged outcomes. K = 8 unless stated.", ""]
-    headers = ("arm", *[f"round {r['round']}" for r in main[0]["rounds"]], "mean", "cases at end",
-               "got a positive example", "copied a right plan", "neg share delivered")
+    stats = p.get("stats") or {}
+    ivs = (stats.get("intervals") or {}).get("rows") or {}
+
+    def cell(a: dict[str, Any], metric: str, fallback: float) -> Any:
+        iv = ivs.get(metric, {}).get(cbr_probes.row_id(a["arm"], a["k"]))
+        return interval_cell(iv) if iv else fallback
+
+    headers = ("arm", *[f"round {r['round']}" for r in main[0]["rounds"]], "mean", "got a positive example",
+               "copied a right plan")
     rows = []
     for a in main:
         rs = a["rounds"]
-        rows.append((LABELS[a["arm"]], *[r["accuracy"] for r in rs], _mean_acc(a), a["bank_cases"],
-                     float(np.mean([r["share_with_positive_example"] for r in rs])),
-                     float(np.mean([r["share_copied_right_plan"] for r in rs])),
-                     float(np.nanmean([r["neg_share_delivered"] for r in rs]))
-                     if any(not np.isnan(r["neg_share_delivered"]) for r in rs) else float("nan")))
+        rows.append((LABELS[a["arm"]], *[cell(a, f"round_{r['round']}", r["accuracy"]) for r in rs],
+                     cell(a, "mean_accuracy", _mean_acc(a)),
+                     cell(a, "share_with_positive_example",
+                          float(np.mean([r["share_with_positive_example"] for r in rs]))),
+                     cell(a, "share_copied_right_plan", float(np.mean([r["share_copied_right_plan"] for r in rs])))))
     lines.append(md_table(headers, rows))
+    if stats.get("intervals"):
+        lines += ["", method_sentence(stats["intervals"], "every question of the arm's rounds, each question one "
+                                      "probe (every arm answers the same questions)") +
+                  f" Per-probe table: `{stats['probes']}`."]
+    lines += ["", "Per-arm quantities that are not means over questions (no interval): the bank at the end, and "
+              "the negative share of the delivered examples (over all examples a round delivered, averaged over "
+              "rounds).", ""]
+    lines.append(md_table(("arm", "cases at end", "neg share delivered"),
+                          [(LABELS[a["arm"]], a["bank_cases"],
+                            float(np.nanmean([r["neg_share_delivered"] for r in a["rounds"]]))
+                            if any(not np.isnan(r["neg_share_delivered"]) for r in a["rounds"]) else float("nan"))
+                           for a in main]))
     pm = next((a for a in main if a["arm"] == "pm"), None)
     if pm and pm["train"]:
         lines += ["", "PM retraining between rounds (validation AUC of the trainer's default row-level split; "
@@ -235,10 +303,22 @@ def render_markdown(p: dict[str, Any]) -> str:
     ks = sorted({r["k"] for r in p["k_sweep"]})
     by = {(r["arm"], r["k"]): r for r in p["k_sweep"]}
     lines.append(md_table(("arm", *[f"K={k}" for k in ks]),
-                          [(LABELS[a], *[by[(a, k)]["mean_accuracy"] if (a, k) in by else float("nan") for k in ks])
+                          [(LABELS[a], *[cell(by[(a, k)], "mean_accuracy", by[(a, k)]["mean_accuracy"])
+                                         if (a, k) in by else float("nan") for k in ks])
                            for a in ("np", "oracle")]))
-    lines += ["", _k_explanation(p), "", "![cbr-loop](cbr-loop.png)", "", meta_block(m, p.get("run"))]
+    lines += ["", _k_explanation(p)]
+    if stats.get("differences"):
+        lines += ["", *differences_section(stats["differences"], _label, unit="questions")]
+    for a, b in stats.get("not_compared") or []:
+        lines += [f"Not compared: {_label(a)} vs {_label(b)} (an arm did not run).", ""]
+    lines += ["", "![cbr-loop](cbr-loop.png)", "", meta_block(m, p.get("run"))]
     return "\n".join(lines)
+
+
+def _label(row: str) -> str:
+    """``np@8`` -> ``NP (pooler) K=8``."""
+    arm, _, k = row.rpartition("@")
+    return f"{LABELS.get(arm, arm)} K={k}"
 
 
 def _k_explanation(p: dict[str, Any]) -> str:
@@ -283,19 +363,29 @@ def _figure(p: dict[str, Any]) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    ivs = ((p.get("stats") or {}).get("intervals") or {}).get("rows") or {}
+
+    def bars(metric: str, rows: list[str]) -> np.ndarray:
+        return np.array([error_bar(ivs.get(metric, {}).get(r)) for r in rows]).T
+
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     ax = axes[0]
     for a in p["arms"]:
         if a["k"] != 8:
             continue
         xs = [r["round"] for r in a["rounds"]]
-        ax.plot(xs, [r["accuracy"] for r in a["rounds"]], "o-", label=LABELS[a["arm"]])
+        rid = cbr_probes.row_id(a["arm"], a["k"])
+        ax.errorbar(xs, [r["accuracy"] for r in a["rounds"]],
+                    yerr=np.array([error_bar(ivs.get(f"round_{x}", {}).get(rid)) for x in xs]).T, fmt="o-",
+                    capsize=3, label=LABELS[a["arm"]])
     ax.set_xticks([r["round"] for r in p["arms"][0]["rounds"]])
     _accuracy_axes(ax, "round", "accuracy (judged correct)", "Learning curves, K=8 (scripted planner)")
     ax = axes[1]
     for arm in ("np", "oracle"):
         rows = sorted([r for r in p["k_sweep"] if r["arm"] == arm], key=lambda r: r["k"])
-        ax.plot([r["k"] for r in rows], [r["mean_accuracy"] for r in rows], "o-", label=LABELS[arm])
+        ax.errorbar([r["k"] for r in rows], [r["mean_accuracy"] for r in rows],
+                    yerr=bars("mean_accuracy", [cbr_probes.row_id(arm, r["k"]) for r in rows]), fmt="o-", capsize=3,
+                    label=LABELS[arm])
     nm = next((a for a in p["arms"] if a["arm"] == "none"), None)
     if nm:
         ax.axhline(_mean_acc(nm), color="grey", ls=":", label="no memory")

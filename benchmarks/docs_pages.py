@@ -198,7 +198,8 @@ PAGES: tuple[Page, ...] = (
     Page("sweeps", "Sweeps: several seeds with confidence intervals",
          (("sweep-cbr-loop", _sweep), ("sweep-selectors", _sweep)),
          "memsim bench sweep benchmarks/sweeps/NAME.yaml --out benchmarks/results",
-         "Seeds x configurations x sizes, each cell a mean with its 95% t interval and Holm-adjusted paired tests."),
+         "Seeds x configurations x sizes: each row's mean over seeds and probes with its two-level bootstrap 95% "
+         "interval, and Holm-adjusted paired tests of fixed pairs."),
     Page("cost", "Cost growth", (("cost", _cost),),
          "memsim bench cost --out benchmarks/results",
          "Per-query cost of the NP and PM selectors against bank size, Tortoise volunteering against store size, "
@@ -433,7 +434,7 @@ FIGURES: dict[str, tuple[str, str, str | None]] = {
     "longmemeval": ("benchmarks.longmemeval", "figure", None),
     "longmemeval-protocol": ("benchmarks.longmemeval_protocol", "_figure", None),
     "longmemeval-scale": ("benchmarks.longmemeval_scale", "figure", None),
-    "selectors": ("benchmarks.selectors", "_figure", "rows"),
+    "selectors": ("benchmarks.selectors", "_figure", None),
     "serve": ("benchmarks.serve", "figure", None),
     "sweep-": ("benchmarks.sweep", "figure", None),
 }

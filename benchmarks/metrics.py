@@ -60,9 +60,10 @@ def negative_share(ranking: Sequence[int], positive_label: np.ndarray, k: int = 
     return float((~positive_label[top]).sum()) / len(top)
 
 
-def evaluate_run(rankings: Sequence[Sequence[int]], qrels: Sequence[np.ndarray],
-                 positive_label: np.ndarray | None = None) -> dict[str, float]:
-    """Mean metrics over queries: ``R@1, R@4, R@8, P@8, nDCG@10, MRR`` and, given labels, ``neg_share@8``."""
+def per_query(rankings: Sequence[Sequence[int]], qrels: Sequence[np.ndarray],
+              positive_label: np.ndarray | None = None) -> dict[str, list[float]]:
+    """Every metric of every query, in query order: ``R@1, R@4, R@8, P@8, nDCG@10, MRR`` and, given labels,
+    ``neg_share@8`` (the per-probe values a bench writes to its per-probe table)."""
     if len(rankings) != len(qrels):
         raise ValueError("one ranking per query")
     per: dict[str, list[float]] = {f"R@{k}": [] for k in CUTOFFS}
@@ -79,7 +80,14 @@ def evaluate_run(rankings: Sequence[Sequence[int]], qrels: Sequence[np.ndarray],
         per["MRR"].append(reciprocal_rank(ranking, rel))
         if positive_label is not None:
             per["neg_share@8"].append(negative_share(ranking, positive_label, 8))
-    return {k: float(np.mean(v)) if v else 0.0 for k, v in per.items()}
+    return per
+
+
+def evaluate_run(rankings: Sequence[Sequence[int]], qrels: Sequence[np.ndarray],
+                 positive_label: np.ndarray | None = None) -> dict[str, float]:
+    """Mean metrics over queries (:func:`per_query`): ``R@1, R@4, R@8, P@8, nDCG@10, MRR`` and, given labels,
+    ``neg_share@8``."""
+    return {k: float(np.mean(v)) if v else 0.0 for k, v in per_query(rankings, qrels, positive_label).items()}
 
 
 def top_k_from_scores(scores: np.ndarray, k: int) -> np.ndarray:

@@ -93,11 +93,12 @@ def place_labels(ax: Any, xs: Sequence[float], ys: Sequence[float], labels: Sequ
 
 
 def grouped_bars(ax: Any, groups: Sequence[str], series: Sequence[tuple[str, Sequence[float | None], Any]], *,
-                 width: float = 0.8) -> bool:
+                 width: float = 0.8, errors: Sequence[Sequence[tuple[float, float] | None]] | None = None) -> bool:
     """One group of bars per entry of ``groups`` (x positions 0..n-1), one bar per series
     ``(label, values, colour)`` in each. ``None`` draws nothing (no value: absent); ``0`` draws a short bold stroke
-    on the axis in the series' colour (a measured zero, gid :data:`ZERO_GID`). Returns whether any zero was drawn
-    (then add :func:`zero_legend_handle` to the legend)."""
+    on the axis in the series' colour (a measured zero, gid :data:`ZERO_GID`). ``errors`` (per series, per group:
+    the distances below and above the value, or None) draws each value's interval as an error bar, zeros
+    included. Returns whether any zero was drawn (then add :func:`zero_legend_handle` to the legend)."""
     import numpy as np
 
     n = max(1, len(series))
@@ -114,6 +115,11 @@ def grouped_bars(ax: Any, groups: Sequence[str], series: Sequence[tuple[str, Seq
                 zeros = True
                 ax.plot([p - w * 0.45, p + w * 0.45], [0, 0], color=colour, linewidth=3.5, solid_capstyle="butt",
                         clip_on=False, zorder=4, gid=ZERO_GID)
+        if errors is not None:
+            for p, v, e in zip(pos, values, errors[i], strict=True):
+                if v is not None and e is not None:
+                    ax.errorbar([p], [v], yerr=[[e[0]], [e[1]]], fmt="none", ecolor="0.15", elinewidth=0.7,
+                                capsize=1.5, zorder=5)
     ax.set_xticks(xs, groups)
     return zeros
 

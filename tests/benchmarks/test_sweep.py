@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -63,25 +62,61 @@ def test_config_errors_name_the_file(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "--executor ray" in res.stderr  # a usage error, before the file is read
 
 
-def test_t_interval_and_holm() -> None:
-    st = sweep.t_interval([1.0, 2.0, 3.0])
-    # t_{0.975,2} = 4.302653 (table value); sd = 1
-    assert st["mean"] == 2.0 and st["sd"] == 1.0
-    assert st["ci"] == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
-    assert math.isnan(sweep.t_interval([0.5])["ci"])
-    assert sweep.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+def _synthetic_results(cfg: sweep.SweepConfig, gaps: list[tuple[float, float]], n_probes: int = 20) -> list[dict]:
+    """Cells of rows a and b over ``n_probes`` probes per seed: a = the seed's base (+ probe noise), b = a + gap."""
+    import numpy as np
+
+    out = []
+    for s, (base, gap) in zip(cfg.seeds, gaps, strict=True):
+        rng = np.random.default_rng(s)
+        a = np.clip(base + rng.normal(0, 0.05, n_probes), 0, 1)
+        probes = [{"workload": "t", "cluster": "", "probe": str(j), "category": "x", "abstention": False,
+                   "has_evidence": True, "seed": s, "row": row, "arm": row, "m": float(v)}
+                  for row, vals in (("a", a), ("b", a + gap)) for j, v in enumerate(vals)]
+        out.append({"cell": {"benchmark": "cbr-loop", "seed": s, "config": {}, "size": {}},
+                    "rows": [{"name": "a", "m": float(a.mean())}, {"name": "b", "m": float((a + gap).mean())}],
+                    "row_ids": {"a": "a", "b": "b"}, "probes": probes, "seconds": 0.0})
+    return out
 
 
-def test_aggregate_pairs_by_seed() -> None:
+def test_aggregate_pairs_by_seed_and_probe(tmp_path: Path) -> None:
+    from benchmarks import sweep_stats
+
     cfg = sweep.SweepConfig(name="t", benchmark="cbr-loop", seeds=[0, 1, 2], configs=[{}], metric="m",
-                            compare=[("a", "b")])
-    # b is about a + 0.1 on every seed, though the seeds themselves vary a lot: a paired test finds it
-    res = [{"cell": {"seed": s, "size": {}}, "rows": [{"name": "a", "m": base}, {"name": "b", "m": base + gap}]}
-           for s, (base, gap) in enumerate([(0.1, 0.09), (0.5, 0.1), (0.9, 0.11)])]
-    agg = sweep.aggregate(res, cfg)
-    d = agg["differences"][0]
-    assert d["diff_mean"] == pytest.approx(-0.1) and d["significant"]
-    assert agg["rows"][0]["stats"]["m"]["ci"] > 0.5  # unpaired interval is wide
+                            compare=[("b", "a")])
+    # b is a + 0.1 on every probe of every seed, though the seeds themselves vary a lot: the paired test finds it
+    res = _synthetic_results(cfg, [(0.1, 0.09), (0.5, 0.1), (0.85, 0.11)])
+    probes, trec = sweep_stats.write_outputs(tmp_path, "sweep-t", cfg, res)
+    assert trec == []  # no ranked rows
+    payload = {"config": cfg.model_dump(), "cells": sweep_stats.json_cells(res)}
+    sweep_stats.apply_table(payload, probes)
+    (size,) = payload["aggregate"]["sizes"]
+    rows = {r["name"]: r for r in size["rows"]}
+    assert rows["a"]["stats"]["m"]["mean"] == pytest.approx(sum(c["rows"][0]["m"] for c in res) / 3)
+    d = size["differences"]["pairs"][0]
+    assert d["diff"]["estimate"] == pytest.approx(0.1, abs=0.01) and d["p_holm"] < 0.05 and d["verdict"] == "b > a"
+    assert d["clusters_agree"] == 3 and len(d["clusters"]) == 3  # every seed agrees in sign
+    assert d["n"] == 60  # paired by (seed, probe), not by seed alone
+    st = rows["a"]["stats"]["m"]
+    assert st["hi"] - st["lo"] > 0.3  # the two-level interval carries the spread between seeds
+    assert d["diff"]["hi"] - d["diff"]["lo"] < 0.05  # the paired difference does not
+
+
+def test_cbr_question_probes_give_the_arm_numbers() -> None:
+    from benchmarks import cbr_loop, cbr_probes
+
+    arm = {"arm": "np", "rounds": [{"round": 1, "accuracy": 0.5, "share_with_positive_example": 0.5},
+                                   {"round": 2, "accuracy": 1.0, "share_with_positive_example": 0.0}],
+           "questions": [{"round": 1, "index": 0, "correct": True, "copied_positive": 1, "copied_right_plan": 1},
+                         {"round": 1, "index": 1, "correct": False, "copied_positive": 0, "copied_right_plan": 0},
+                         {"round": 2, "index": 0, "correct": True, "copied_positive": 0, "copied_right_plan": 0},
+                         {"round": 2, "index": 1, "correct": True, "copied_positive": 0, "copied_right_plan": 0}]}
+    rows = cbr_probes.question_probes(arm, "np@8", 2)
+    assert [r["probe"] for r in rows] == ["r1.0", "r1.1", "r2.0", "r2.1"]
+    mean = {m: sum(float(r[m]) for r in rows if r[m] is not None) / sum(r[m] is not None for r in rows)
+            for m in ("mean_accuracy", "final_accuracy", "round_1", "share_with_positive_example")}
+    assert mean == {"mean_accuracy": cbr_loop._mean_acc(arm), "final_accuracy": 1.0, "round_1": 0.5,
+                    "share_with_positive_example": 0.25}
 
 
 def _cells(payload: dict) -> list[tuple[str, list]]:
@@ -104,6 +139,7 @@ def test_local_and_ray_executors_agree_cell_by_cell(tmp_path: Path) -> None:
     for a, b, c in zip(local, ray_res, todo, strict=True):
         assert a["cell"] == b["cell"] == c
         assert a["rows"] == b["rows"]  # exact equality of every metric
+        assert a["probes"] == b["probes"] and a["ranked"] == b["ranked"]
     # the seeds matter: two seeds of one config give different rows (so equality above is not vacuous)
     assert local[0]["rows"] != local[1]["rows"]
 
@@ -115,12 +151,39 @@ def test_cli_writes_tables_and_figure(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     for ext in ("json", "md", "png"):
         assert f"wrote {out / f'sweep-tiny.{ext}'}" in res.output
+    assert f"wrote {out / 'sweep-tiny.probes.parquet'}" in res.output
     payload = json.loads((out / "sweep-tiny.json").read_text())
-    rows = {r["name"]: r for r in payload["aggregate"]["rows"]}
+    _check_against_table(payload, out / "sweep-tiny.probes.parquet")
+    (size,) = payload["aggregate"]["sizes"]
+    rows = {r["name"]: r for r in size["rows"]}
     vals = [c["rows"][0]["mean_accuracy"] for c in payload["cells"] if c["cell"]["config"]["arm"] == "none"]
     assert rows["no memory K=8"]["stats"]["mean_accuracy"]["mean"] == pytest.approx(sum(vals) / 2)
     md = (out / "sweep-tiny.md").read_text()
-    assert "±" in md and "| oracle K=2 | no memory K=8 |" in md
+    assert "### Differences" in md and "| oracle K=2 | no memory K=8 | mean_accuracy |" in md
+    cell = f"{rows['oracle K=2']['stats']['mean_accuracy']['mean']:.3f} ["
+    assert cell in md  # the headline number with its interval
+
+
+def _check_against_table(payload: dict, probes: Path) -> None:
+    """Every number of a sweep's aggregate recomputes from its per-probe table, and the table's per-seed means are
+    the numbers each cell reported for its rows (the cells' own means, computed without the table)."""
+    from benchmarks import sweep_stats
+    from harness.probes import aggregate, read_probes
+
+    again = {"config": payload["config"], "cells": payload["cells"]}
+    sweep_stats.apply_table(again, probes)
+    assert json.loads(json.dumps(again["aggregate"])) == payload["aggregate"]
+    run = read_probes(probes)
+    metrics = payload["aggregate"]["metrics"]
+    checked = 0
+    for c in payload["cells"]:
+        per_seed = aggregate(run.table, {"seed": c["cell"]["seed"]}, metrics)
+        for r in c["rows"]:
+            got = per_seed[c["row_ids"][r["name"]]]["metrics"]
+            for m in metrics:
+                assert got[m]["mean"] == pytest.approx(r[m], abs=1e-12), (c["cell"], r["name"], m)
+                checked += 1
+    assert checked
 
 
 def test_ray_missing_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,6 +219,7 @@ def _cbr(size: str = "{rounds: 2, per_round: 4}", metric: str = "mean_accuracy",
     (_cbr().replace("{arm: np, k: 8}", "{arm: np, kk: 8}"), "configs.0.kk", "unknown key"),
     (_cbr().replace("{arm: np, k: 8}", "{arm: nq, k: 8}"), "configs.0.arm", "'nq'"),
     (_cbr(metric="mean_acc"), "metric", "unknown metric 'mean_acc' for cbr-loop; did you mean 'mean_accuracy'?"),
+    (_cbr(metric="bank_cases"), "metric", "'bank_cases' is a count per cell"),
     (_cbr() + "metrics: [mean_accuracy, round_3]\n", "metrics.1", "unknown metric 'round_3'"),
     (_cbr(a='"NP (poolr) K=8"'), "compare.0.0", "no row 'NP (poolr) K=8' in this sweep; did you mean 'NP (pooler) K=8'?"),
     (_cbr(a='"NP (pooler) K=4"'), "compare.0.0", "no row 'NP (pooler) K=4'"),
@@ -214,7 +278,8 @@ def test_row_and_metric_names_match_what_the_cells_give(tmp_path: Path) -> None:
     (row,) = sweep.run_cell({"benchmark": "cbr-loop", "seed": 0, "config": {"arm": "none", "k": 2},
                              "size": {"rounds": 2, "per_round": 2}})["rows"]
     cfg = sweep.load_config(_tiny_cbr(tmp_path))
-    assert set(row) - {"name"} == {*sweep.CBR_METRICS, "round_1", "round_2"} == set(sweep.known_metrics(cfg))
+    assert set(row) - {"name"} == {*sweep.CBR_METRICS, "round_1", "round_2"}
+    assert set(row) - {"name"} - set(sweep.CELL_ONLY) == set(sweep.known_metrics(cfg))
     rows = sweep.run_cell({"benchmark": "selectors", "seed": 0, "config": {"selectors": ["oracle", "bm25", "recency",
                                                                                         "random"]},
                            "size": {"n_cases": 40, "n_queries": 3}})["rows"]
@@ -225,3 +290,31 @@ def test_row_and_metric_names_match_what_the_cells_give(tmp_path: Path) -> None:
                             "sweep-selectors.json").read_text(encoding="utf-8"))
     given = {r["name"] for c in committed["cells"] for r in c["rows"]}
     assert given == {n for names in sweep.SELECTOR_ROWS.values() for n in names}
+
+
+@pytest.mark.parametrize("name", ["sweep-selectors", "sweep-cbr-loop"])
+def test_committed_sweep_numbers_come_from_the_committed_table(name: str) -> None:
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    payload = json.loads((results / f"{name}.json").read_text(encoding="utf-8"))
+    _check_against_table(payload, results / f"{name}.probes.parquet")
+    cfg = sweep.SweepConfig.model_validate(payload["config"])
+    (size,) = payload["aggregate"]["sizes"]
+    assert len(size["differences"]["pairs"]) == len(cfg.compare) * len(sweep.pair_metrics(cfg))
+
+
+def test_locomo_cell_probes_give_its_rows() -> None:
+    from harness.probes import aggregate, probe_table
+    from harness.workloads.locomo import find_locomo_path
+
+    data = find_locomo_path()
+    if data is None:
+        pytest.skip("LoCoMo data not present")
+    res = sweep.run_cell({"benchmark": "locomo", "seed": 0, "config": {"arms": "bm25,full", "k": [4],
+                                                                       "data": str(data)}, "size": {"quick": True}})
+    table = probe_table(res["probes"])
+    assert set(table.column("category").to_pylist()) <= {"1", "2", "3", "4"}  # the headline probes only
+    agg = aggregate(table, None, list(sweep.LOCOMO_METRICS))
+    for row in res["rows"]:
+        got = agg[res["row_ids"][row["name"]]]["metrics"]
+        for m in sweep.LOCOMO_METRICS:
+            assert got[m]["mean"] == pytest.approx(row[m], abs=1e-12), (row["name"], m)
