@@ -115,8 +115,10 @@ class Observation(BaseModel):
         is refuted when a check fails or a comparison is refuted; otherwise inconclusive.
 
         ``measured`` gets ``tests`` (one entry per comparison: its test, n, estimate and interval, p, Holm p,
-        outcome, and ``detectable``: the smallest true difference the test detects with probability ``power`` at
-        the strictest Holm level alpha / k, (z_{1-alpha/2k} + z_power) * standard error), ``test_family`` (alpha,
+        outcome, ``detectable``: the smallest true difference the test detects with probability ``power`` at
+        the strictest Holm level alpha / k, (z_{1-alpha/2k} + z_power) * standard error, and ``min_probes``: the
+        fewest probes with which the test can hold at that level at all, see :meth:`Tested.min_probes`),
+        ``test_family`` (alpha,
         correction, power), ``checks`` and, where they apply, ``failed_checks``, ``refuted_tests`` and
         ``inconclusive_tests``.
         """
@@ -135,7 +137,8 @@ class Observation(BaseModel):
         rows = []
         for t, p_holm in zip(items, holm([t.p for t in items]), strict=True):
             rows.append({**t.to_dict(), "p_holm": p_holm, "outcome": t.outcome(p_holm, alpha),
-                         "detectable": None if t.se is None else z * t.se})
+                         "detectable": None if t.se is None else z * t.se,
+                         "min_probes": t.min_probes(alpha / k)})
         out = {**dict(measured or {}), "tests": rows,
                "test_family": {"alpha": alpha, "correction": f"Holm over {k} comparison(s)", "power": power}}
         if checks is not None:
@@ -186,6 +189,7 @@ class Tested:
     hi: float | None = None
     se: float | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    kind: Literal["paired", "two-sample", "one-sample", ""] = ""
 
     def outcome(self, p_holm: float, alpha: float = ALPHA) -> str:
         """``holds`` / ``refuted`` (significant with the stated / the other sign) or ``inconclusive``."""
@@ -196,6 +200,35 @@ class Tested:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "test": self.test, "n": self.n, "direction": self.direction,
                 "estimate": self.estimate, "interval": [self.lo, self.hi], "p": self.p, **self.detail}
+
+    def min_probes(self, level: float) -> int | None:
+        """The fewest probes with which this test can reach p < ``level`` at all, when every probe falls on the
+        stated side: paired, the n with 2 / 2^n < level (the smallest sign-flip p-value); one-sample, the n whose
+        most extreme outcome (all 1 for ``>``, all 0 for ``<``) the exact binomial test rejects; two-sample, the
+        size of the smaller group that complete separation from the larger (as observed) needs,
+        2 / C(N + m, m) < level. None for a test of unknown kind."""
+        if self.kind == "paired":
+            n = 1
+            while 2.0 ** (1 - n) >= level:
+                n += 1
+            return n
+        if self.kind == "one-sample":
+            from scipy.stats import binomtest
+
+            t = float(self.detail["threshold"])
+            if not 0 < t < 1:
+                return None
+            for n in range(1, 100_000):
+                if binomtest(n if self.direction == ">" else 0, n, t).pvalue < level:
+                    return n
+            return None
+        if self.kind == "two-sample" and isinstance(self.n, list):
+            big = max(self.n)
+            for m in range(1, big + 1):
+                if 2 / math.comb(big + m, m) < level:
+                    return m
+            return None
+        return None
 
     @classmethod
     def paired(cls, name: str, a: Sequence[float] | Any, b: Sequence[float] | Any, direction: Direction, *,
@@ -220,12 +253,12 @@ class Tested:
                   "wins": int((d > 0).sum()), "ties": int((d == 0).sum()), "losses": int((d < 0).sum())}
         if len(d) < 2:
             return cls(name, "paired randomization (too few probes: no test)", float(d.sum()), 1.0, direction,
-                       len(d), detail=detail)
+                       len(d), detail=detail, kind="paired")
         p = float(sign_flip_pvalues(d[None])[0])
         labels = None if strata is None else np.asarray(strata)[keep]
         (iv,) = bootstrap_intervals(d[None], Resampler(len(d), labels), method="expanded-percentile")
         return cls(name, "paired randomization (sign flips)", float(d.mean()), p, direction, len(d), iv.lo, iv.hi,
-                   float(d.std(ddof=1) / math.sqrt(len(d))), detail)
+                   float(d.std(ddof=1) / math.sqrt(len(d))), detail, "paired")
 
     @classmethod
     def two_sample(cls, name: str, x: Sequence[float] | Any, y: Sequence[float] | Any,
@@ -239,7 +272,7 @@ class Tested:
         se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
         return cls(name, "two-sample permutation", float(res.estimate.estimate or 0.0), res.p, direction,
                    [len(a), len(b)], res.estimate.lo, res.estimate.hi, se,
-                   {"mean_x": float(a.mean()), "mean_y": float(b.mean())})
+                   {"mean_x": float(a.mean()), "mean_y": float(b.mean())}, "two-sample")
 
     @classmethod
     def one_sample(cls, name: str, x: Sequence[float] | Any, threshold: float, direction: Direction,
@@ -259,7 +292,7 @@ class Tested:
         lo = None if res.estimate.lo is None else res.estimate.lo - threshold
         hi = None if res.estimate.hi is None else res.estimate.hi - threshold
         return cls(name, res.test, mean - threshold, res.p, direction, len(v), lo, hi, se,
-                   {"mean": mean, "threshold": threshold})
+                   {"mean": mean, "threshold": threshold}, "one-sample")
 
 
 def values_match(want: Any, got: Any, tol: float | None = None) -> bool:

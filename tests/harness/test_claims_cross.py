@@ -1,5 +1,7 @@
 """Cross-design claims: registered under design ``cross``, skip cleanly without LoCoMo data, and turn refuted when
-the behaviour they observe is changed (cheap arms only; the full set runs in ``memsim claims --design cross``)."""
+the behaviour they observe is changed, or when the two sides a claim compares are swapped (its test then finds the
+difference significant the other way). The swaps relabel the probe records of the very runs the claim observed
+(each run is cached per process), so a claim is run once as it is and once reversed."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ import torch
 
 from harness.claims import DESIGNS, all_claims
 from harness.claims import cross as xd
-from harness.ledger import run_claim
+from harness.ledger import LedgerRow, run_claim
 from harness.workloads.locomo import find_locomo_path
+from harness.workloads.metrics import summarize
 
 torch.set_num_threads(1)
 
@@ -42,11 +45,14 @@ def test_xd07_refuted_when_the_dates_stay(monkeypatch: pytest.MonkeyPatch) -> No
     (c,) = all_claims(ids=["XD-07"])
     xd._CACHE.clear()
     assert run_claim(c).verdict == "holds"
-    # break the mechanism: the "no date" oracle keeps its dates, so temporal questions lose nothing
+    # break the mechanism: the "no date" oracle keeps its dates, so no category loses anything: no difference
+    # either way, which the tests cannot call significant (the swap below is what refutes it)
     monkeypatch.setattr(baselines.OracleArm, "__init__", _oracle_init_keep_dates)
     xd._CACHE.clear()
     try:
-        assert run_claim(c).verdict == "refuted"
+        row = run_claim(c)
+        assert row.verdict == "inconclusive"
+        assert all(t["estimate"] == 0 and t["p"] == 1 for t in row.measured["tests"])
     finally:
         xd._CACHE.clear()
 
@@ -87,6 +93,16 @@ def test_xd04_observes_what_the_faithful_retrieval_embeds(monkeypatch: pytest.Mo
             row.measured["failed_checks"])
         assert row.measured["texts_encoded_per_question"] == [17] * xd.XD04_TIMED_PROBES
         assert faithful.measured["texts_encoded_per_question"] == [len(small.turns()) + 1] * xd.XD04_TIMED_PROBES
+        assert [e["probe"] for e in faithful.measured["examples"]] == [
+            r["probe"] for r in xd._recs(xd._run(("np-pooler", "np-mean")), "np-pooler@8")][:xd.XD04_TIMED_PROBES]
+        [timing] = faithful.measured["tests"]
+        assert timing["outcome"] == "holds" and timing["n"] == xd.XD04_TIMED_PROBES
+
+        # the sides reversed: the "recompute" timed is no work at all, so every cached probe is the slower one
+        monkeypatch.setattr(emb, "retrieve", lambda task, pairs, tokenizer, model, *args, **kwargs: [])
+        reverse = run_claim(c)
+        assert reverse.verdict == "refuted"
+        assert reverse.measured["refuted_tests"] == ["faithful recompute ms > cached probe ms"]
     finally:
         xd._CACHE.clear()
 
@@ -116,3 +132,136 @@ def test_xd12_splits_the_raw_evidence_strings(tmp_path, monkeypatch: pytest.Monk
     assert row.verdict == "refuted"
     assert row.measured["failed_checks"] == ["split_raw_strings_recover_them"]
     assert json.dumps(row.measured["recall_with_split_raw_strings"]) == "[0.5]"
+
+
+# ------------------------------------------------------------------------------------------- sides reversed
+needs_locomo = pytest.mark.skipif(find_locomo_path() is None, reason="LoCoMo data not present")
+
+
+def _reversed(res: dict, rows: tuple[tuple[str, str], ...] = (), categories: dict[int, int] | None = None) -> dict:
+    """A copy of a run with the rows of each pair (and the categories of ``categories``) swapped in its probe
+    records; the summary recomputed from them."""
+    swap = {**{a: b for a, b in rows}, **{b: a for a, b in rows}}
+    recs = [{**r, "row": swap.get(r["row"], r["row"]),
+             "category": (categories or {}).get(r["category"], r["category"])} for r in res["records"]]
+    return {**res, "records": recs, "summary": summarize(recs)}
+
+
+def _run_reversed(monkeypatch: pytest.MonkeyPatch, **swap) -> None:
+    real = xd._run
+    monkeypatch.setattr(xd, "_run", lambda *a, **k: _reversed(real(*a, **k), **swap))
+
+
+def _row(claim_id: str) -> LedgerRow:
+    (c,) = all_claims(ids=[claim_id])
+    return run_claim(c)
+
+
+def _assert_refuted_by_its_tests(row: LedgerRow) -> None:
+    assert row.verdict == "refuted", (row.verdict, row.measured.get("tests"), row.evidence[-2000:])
+    assert row.measured["refuted_tests"] == [t["name"] for t in row.measured["tests"]]
+    assert "failed_checks" not in row.measured  # the tests refute it, not a check
+
+
+def _assert_holds_by_its_tests(row: LedgerRow) -> None:
+    assert row.verdict == "holds", (row.verdict, row.measured.get("tests"), row.evidence[-2000:])
+    assert all(t["outcome"] == "holds" and t["p_holm"] < 0.05 for t in row.measured["tests"])
+    assert row.measured["examples"] and all({"conversation", "probe"} <= set(e) for e in row.measured["examples"])
+
+
+@needs_locomo
+@pytest.mark.slow
+def test_xd07_refuted_with_dates_and_no_dates_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    _assert_holds_by_its_tests(_row("XD-07"))
+    _run_reversed(monkeypatch, rows=(("oracle", "oracle-nodate"),))
+    _assert_refuted_by_its_tests(_row("XD-07"))
+
+
+def _delivers_what_it_stores(res: dict, rows: tuple[str, ...]) -> dict:
+    """A copy of a run where each of ``rows`` delivers every evidence turn it stores (and volunteers a block):
+    the other side of a "delivers well under what it stores" threshold."""
+    recs = []
+    for r in res["records"]:
+        if r["row"] in rows:
+            r = {**r, "recall": r["stored_recall"], "evidence_hits": r["stored_hits"],
+                 "all_evidence": None if r["stored_recall"] is None else r["stored_recall"] == 1.0,
+                 "meta": {**r["meta"], "pointers": ["every stored evidence turn"]}}
+        recs.append(r)
+    return {**res, "records": recs, "summary": summarize(recs)}
+
+
+@needs_locomo
+@pytest.mark.slow
+def test_xd02_refuted_with_fractal_and_the_transcript_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    _assert_holds_by_its_tests(_row("XD-02"))
+    _run_reversed(monkeypatch, rows=(("fractal", "full"),))
+    _assert_refuted_by_its_tests(_row("XD-02"))
+
+
+@needs_locomo
+@pytest.mark.slow
+def test_np_and_pm_claims_refuted_with_their_rows_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """XD-03 (pooler below mean pooling) and XD-10 (PM below NP pooler), at K = 4 and 8; one process, so the
+    NP run is shared."""
+    pairs = {"XD-03": tuple((f"np-pooler@{k}", f"np-mean@{k}") for k in xd.K),
+             "XD-10": tuple((f"pm@{k}", f"np-pooler@{k}") for k in xd.K)}
+    for cid in pairs:
+        _assert_holds_by_its_tests(_row(cid))
+    for cid, rows in pairs.items():
+        with monkeypatch.context() as m:
+            _run_reversed(m, rows=rows)
+            _assert_refuted_by_its_tests(_row(cid))
+
+
+@needs_locomo
+@pytest.mark.slow
+def test_tortoise_claims_refuted_reversed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """XD-06 with the evaluation path and the volunteered block swapped; XD-05 and XD-09 (one-sample, against
+    thresholds) with the rows delivering every evidence turn they store."""
+    for cid in ("XD-05", "XD-06", "XD-09"):
+        _assert_holds_by_its_tests(_row(cid))
+    with monkeypatch.context() as m:
+        _run_reversed(m, rows=(("tortoise-eval", "tortoise-volunteer"),))
+        _assert_refuted_by_its_tests(_row("XD-06"))
+    real = xd._run
+    rows = ("np-pooler@8", "np-mean@8", "tortoise-eval", "tortoise-volunteer")
+    monkeypatch.setattr(xd, "_run", lambda *a, **k: _delivers_what_it_stores(real(*a, **k), rows))
+    for cid in ("XD-05", "XD-09"):
+        _assert_refuted_by_its_tests(_row(cid))
+
+
+@needs_locomo
+@pytest.mark.slow
+def test_xd08_refuted_with_the_categories_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    _assert_holds_by_its_tests(_row("XD-08"))
+    _run_reversed(monkeypatch, categories={1: 4, 4: 1})
+    _assert_refuted_by_its_tests(_row("XD-08"))
+
+
+@needs_locomo
+@pytest.mark.slow
+def test_xd11_refuted_when_observations_name_no_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Observation units that carry no turn id credit no evidence, so dialog turns win on the same questions."""
+    import dataclasses
+
+    from harness.workloads import paper_protocol as pp
+
+    real = _row("XD-11")
+    assert real.verdict in ("holds", "inconclusive") and real.measured["category_1_questions"] > 100
+    build = pp.observation_units
+    monkeypatch.setattr(pp, "observation_units",
+                        lambda conv: [dataclasses.replace(u, ids=()) for u in build(conv)])
+    _assert_refuted_by_its_tests(_row("XD-11"))
+
+
+@needs_locomo
+@pytest.mark.slow
+def test_xd14_refuted_with_recorded_and_verbatim_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.claims import cross_recorded as xr
+
+    _assert_holds_by_its_tests(_row("XD-14"))
+    observed = xr._observe()
+    monkeypatch.setattr(xr, "_observe", lambda: _reversed(observed, rows=(("tortoise-recorded-eval",
+                                                                            "tortoise-eval"),)))
+    row = _row("XD-14")
+    assert row.verdict == "refuted" and row.measured["refuted_tests"] == [t["name"] for t in row.measured["tests"]]
