@@ -3,8 +3,9 @@
 Every claim runs arms through ``harness.workloads.runner`` (each arm drives its simulator through its public API)
 on one LoCoMo conversation named by sample id (``CLAIM_CONVERSATION``, so the verdicts do not move whether the
 data is the ten-conversation ``locomo10.json`` or a folder of single conversations), cut to its first
-``SLICE_SESSIONS`` sessions with the probes whose evidence lies in them, unless the claim says otherwise (XD-07
-and XD-08 use the whole conversation; their measured values say so). AgentFly PM's leave-one-conversation-out
+``SLICE_SESSIONS`` sessions with the probes whose evidence lies in them, unless the claim says otherwise (their
+measured values say so): XD-03, XD-07 and the NP rows of XD-09 use the whole conversation, XD-08 the whole of
+each of ``XD08_CONVERSATIONS``, for probes enough that their tests can tell the stated differences from chance. AgentFly PM's leave-one-conversation-out
 classifier trains on the conversations named in ``PM_TRAINING_CONVERSATIONS`` that are loaded. The data is found
 by the data resolver (``$MEMSIM_LOCOMO_DATA``, else the copy ``memsim data fetch locomo`` placed in the data
 folder); without it, or without the named conversation, every claim is skipped with the reason.
@@ -44,6 +45,9 @@ REC = "LoCoMo cross-design workload"
 SLICE_SESSIONS = 8
 CLAIM_CONVERSATION = "conv-30"
 """The conversation every XD claim runs on (a short one, so the claims stay quick)."""
+XD08_CONVERSATIONS = (CLAIM_CONVERSATION, "conv-26")
+"""XD-08 pools the multi-hop and single-hop questions of these whole conversations (the claim conversation alone
+has 11 multi-hop questions, too few to tell a retriever's difference of the stated kind from chance)."""
 PM_TRAINING_CONVERSATIONS = ("conv-26", "conv-41", "conv-42")
 """The conversations AgentFly PM's classifier is trained on for the claim conversation (those loaded)."""
 K = (4, 8)
@@ -63,9 +67,23 @@ def _conversation() -> Conversation | None:
     return next((c for c in load_locomo(path) if c.sample_id == CLAIM_CONVERSATION), None)
 
 
-def _skip() -> Observation:
+@lru_cache(maxsize=4)
+def _other(path: Path, sample_id: str) -> Conversation | None:
+    return next((c for c in load_locomo(path) if c.sample_id == sample_id), None)
+
+
+def _named(sample_id: str) -> Conversation | None:
+    """The claim conversation, or another conversation named by sample id (loaded once per data path)."""
+    if sample_id == CLAIM_CONVERSATION:
+        return _conversation()
+    path = find_locomo_path()
+    return None if path is None else _other(Path(path).resolve(), sample_id)
+
+
+def _skip(sample_ids: tuple[str, ...] = (CLAIM_CONVERSATION,)) -> Observation:
     if find_locomo_path() is not None:
-        return Observation.skipped(f"LoCoMo conversation {CLAIM_CONVERSATION} is not in the loaded data "
+        missing = [i for i in sample_ids if _named(i) is None]
+        return Observation.skipped(f"LoCoMo conversation(s) {', '.join(missing)} not in the loaded data "
                                    f"({find_locomo_path()}); run `memsim data fetch locomo` for all ten")
     return Observation.skipped("LoCoMo data not found: run `memsim data fetch locomo` or set $MEMSIM_LOCOMO_DATA")
 
@@ -77,20 +95,23 @@ def _root() -> Path:
     return _ROOT[0]
 
 
-def _xd(id: str, statement: str) -> Callable[[Demonstrate], Demonstrate]:
-    """Register a cross-design consequence claim; without a LoCoMo conversation it is skipped with the reason."""
+def _xd(id: str, statement: str, conversations: tuple[str, ...] = (CLAIM_CONVERSATION,)
+        ) -> Callable[[Demonstrate], Demonstrate]:
+    """Register a cross-design consequence claim; without its LoCoMo conversations it is skipped with the reason."""
     return guarded_claim(id, design=D, record=REC, kind="consequence", statement=statement,
-                         skip_reason=lambda: _skip() if _conversation() is None else None)
+                         skip_reason=lambda: _skip(conversations) if any(_named(i) is None for i in conversations)
+                         else None)
 
 
 def _sliced(conv: Conversation, sessions: int | None) -> Conversation:
     return conv if sessions is None else conv.sliced(max_sessions=sessions)
 
 
-def _run_one(arm: str, sessions: int | None, k: tuple[int, ...], probes: int | None) -> dict[str, Any]:
+def _run_one(arm: str, sessions: int | None, k: tuple[int, ...], probes: int | None,
+             conversation: str = CLAIM_CONVERSATION) -> dict[str, Any]:
     from harness.workloads.runner import run_conversation
 
-    conv = _conversation()
+    conv = _named(conversation)
     assert conv is not None
     key = (conv.sample_id, sessions, arm, k, probes)
     if key not in _CACHE:
@@ -106,15 +127,19 @@ def _run_one(arm: str, sessions: int | None, k: tuple[int, ...], probes: int | N
 
 
 def _run(arms: tuple[str, ...], sessions: int | None = SLICE_SESSIONS, k: tuple[int, ...] = K,
-         probes: int | None = None) -> dict[str, Any]:
-    """Run each of ``arms`` on the claim conversation (first ``sessions`` sessions, first ``probes`` probes) once
-    per process and merge the results; raise ``ArmFailed`` when an arm did not run."""
-    parts = [_run_one(a, sessions, k, probes) for a in arms]
+         probes: int | None = None, conversations: tuple[str, ...] = (CLAIM_CONVERSATION,)) -> dict[str, Any]:
+    """Run each of ``arms`` on the claim conversation, or on each of ``conversations`` (first ``sessions``
+    sessions, first ``probes`` probes) once per process and merge the results (``conversation`` and ``conv`` are
+    the first conversation's); raise ``ArmFailed`` when an arm did not run."""
+    parts = [_run_one(a, sessions, k, probes, c) for c in conversations for a in arms]
     res = {**parts[0], "arms": {}, "records": [], "examples": {}}
     for p in parts:
         res["arms"].update(p["arms"])
         res["records"] += p["records"]
-        res["examples"].update(p["examples"])
+        if p["conversation"] == res["conversation"]:  # examples (and their excerpts) from the first conversation
+            res["examples"].update(p["examples"])
+    if len(conversations) > 1:  # an arm's status, per conversation
+        res["arms"] = {f"{p['conversation']}/{a}": i for p in parts for a, i in p["arms"].items()}
     bad = {a: i for a, i in res["arms"].items() if i["status"] != "ok"}
     if bad:
         raise ArmFailed("; ".join(f"{a}: {i['status']}: {i.get('message', '')}" for a, i in bad.items()))
@@ -143,10 +168,11 @@ def _r(x: float | None) -> float | None:
 
 
 def _values(res: dict[str, Any], row: str, key: str, categories: tuple[int, ...] = HEADLINE_CATEGORIES
-            ) -> dict[int, float]:
-    """Per probe of ``categories``: the record's ``key`` (NaN where it is None, e.g. recall without evidence)."""
-    return {r["probe"]: float("nan") if r[key] is None else float(r[key]) for r in _recs(res, row)
-            if r["category"] in categories}
+            ) -> dict[tuple[str, int], float]:
+    """Per (conversation, probe) of ``categories``: the record's ``key`` (NaN where it is None, e.g. recall without
+    evidence)."""
+    return {(r["conversation"], r["probe"]): float("nan") if r[key] is None else float(r[key])
+            for r in _recs(res, row) if r["category"] in categories}
 
 
 def _paired(res: dict[str, Any], a: str, b: str, key: str, direction: Direction) -> Tested:
@@ -230,15 +256,17 @@ def xd_02(ctx: ClaimContext) -> Observation:
      statement="AgentFly NP with its faithful pooler selector delivers fewer evidence turns than the same driver "
                "with mean pooling at the same K (K = 4 and 8), while both store every turn")
 def xd_03(ctx: ClaimContext) -> Observation:
-    """Paired tests of evidence recall at K = 4 and K = 8 (Holm over the two); storing every turn is checked."""
-    res = _run(("np-pooler", "np-mean"))
+    """Paired tests of evidence recall at K = 4 and K = 8 (Holm over the two) on the whole conversation (the
+    eight-session slice's probes are too few for differences of this size); storing every turn is checked."""
+    res = _run(("np-pooler", "np-mean"), sessions=None)
     m = {f"{row}": _r(_head(res, row)) for row in ("np-pooler@4", "np-mean@4", "np-pooler@8", "np-mean@8")}
     stored = {row: _r(_head(res, row, "stored_recall")) for row in ("np-pooler@8", "np-mean@8")}
     return Observation.from_test(
         [_paired(res, f"np-pooler@{k}", f"np-mean@{k}", "recall", "<") for k in K],
         checks={"both_store_everything": all(v == 1.0 for v in stored.values())},
         measured={"evidence_recall": m, "stored_recall": stored, "n_scored": res["summary"]["np-pooler@4"]
-                  ["headline"]["n_scored"], "examples": _examples(res, "np-pooler@4")},
+                  ["headline"]["n_scored"], "sessions": "all", "turns": res["n_turns"],
+                  "examples": _examples(res, "np-pooler@4")},
         evidence=_excerpt(res, "np-pooler@4"))
 
 
@@ -306,7 +334,7 @@ def xd_04(ctx: ClaimContext) -> Observation:
     """Observed: the texts the faithful retrieval hands its (injected, counting) tokenizer per question, which
     must be every bank question of the arm's bank plus the question itself, and the time it takes; the arm's
     per-probe estimate is checked against that observed count, not against its own formula."""
-    res = _run(("np-pooler", "np-mean"))
+    res = _run(("np-pooler",))
     recs = _recs(res, "np-pooler@8")
     meta = recs[0]["meta"]
     lat = float(np.median([r["latency_ms"] for r in recs]))
@@ -417,11 +445,12 @@ def xd_07(ctx: ClaimContext) -> Observation:
 
 @_xd("XD-08",
      statement="Top-K retrieval reaches all the evidence of multi-hop questions (category 1) less often than of "
-               "single-hop ones (category 4) at K = 8, for BM25, mean pooling and AgentFly NP (pooler)")
+               "single-hop ones (category 4) at K = 8, for BM25, mean pooling and AgentFly NP (pooler)",
+     conversations=XD08_CONVERSATIONS)
 def xd_08(ctx: ClaimContext) -> Observation:
     """Two-sample tests (category 1 and category 4 are different probes) of the all-evidence outcome, one per
-    retriever, Holm over the three."""
-    res = _run(("bm25", "mean", "np-pooler"), sessions=None)  # whole conversation: enough multi-hop questions
+    retriever, Holm over the three, on the questions of the whole ``XD08_CONVERSATIONS`` pooled."""
+    res = _run(("bm25", "mean", "np-pooler"), sessions=None, conversations=XD08_CONVERSATIONS)
     rows = ("bm25@8", "mean@8", "np-pooler@8")
     rates = {r: {c: _r(res["summary"][r]["by_category"].get(c, {}).get("all_evidence_rate")) for c in ("1", "4")}
              for r in rows}
@@ -430,7 +459,7 @@ def xd_08(ctx: ClaimContext) -> Observation:
                                list(_values(res, r, "all_evidence", (4,)).values()), "<") for r in rows]
     return Observation.from_test(
         tests,
-        measured={"all_evidence_rate": rates, "sessions": "all", "turns": res["n_turns"],
+        measured={"all_evidence_rate": rates, "conversations": list(XD08_CONVERSATIONS), "sessions": "all",
                   "n": {c: res["summary"]["bm25@8"]["by_category"].get(c, {}).get("n_scored") for c in ("1", "4")},
                   "examples": _examples(res, "bm25@8")},
         evidence=_excerpt(res, "bm25@8"))
@@ -442,8 +471,8 @@ def xd_08(ctx: ClaimContext) -> Observation:
 def xd_09(ctx: ClaimContext) -> Observation:
     """One-sample tests, one per row, Holm over the four: the row's per-probe evidence recall against 0.8 times
     its stored recall (every probe's stored recall is 1 for a row that keeps the whole conversation, checked, so
-    the threshold is 0.8)."""
-    res = _run(("np-pooler", "np-mean"))
+    the threshold is 0.8). The NP rows run on the whole conversation (XD-03's run), Tortoise's on the slice."""
+    res = _run(("np-pooler", "np-mean"), sessions=None)
     tres = _run(("tortoise",))
     gap, tests, whole = {}, [], {}
     for src, row in ((res, "np-pooler@8"), (res, "np-mean@8"), (tres, "tortoise-eval"), (tres, "tortoise-volunteer")):
@@ -454,7 +483,8 @@ def xd_09(ctx: ClaimContext) -> Observation:
                                        list(_values(src, row, "recall").values()), 0.8 * s, "<"))
     return Observation.from_test(
         tests, checks=whole,
-        measured={"rows": gap, "examples": _examples(tres, "tortoise-eval")},
+        measured={"rows": gap, "sessions": {"np": "all", "tortoise": SLICE_SESSIONS},
+                  "examples": _examples(tres, "tortoise-eval")},
         evidence=_excerpt(tres, "tortoise-eval"))
 
 

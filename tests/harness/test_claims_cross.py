@@ -136,6 +136,9 @@ def test_xd12_splits_the_raw_evidence_strings(tmp_path, monkeypatch: pytest.Monk
 
 # ------------------------------------------------------------------------------------------- sides reversed
 needs_locomo = pytest.mark.skipif(find_locomo_path() is None, reason="LoCoMo data not present")
+SMALL_SESSIONS = 4
+"""The claim conversation is cut to its first sessions in these tests (the arms stay cheap; a claim's "whole
+conversation" is then that slice): a reversal large enough to refute a claim there refutes it at any size."""
 
 
 def _reversed(res: dict, rows: tuple[tuple[str, str], ...] = (), categories: dict[int, int] | None = None) -> dict:
@@ -147,39 +150,9 @@ def _reversed(res: dict, rows: tuple[tuple[str, str], ...] = (), categories: dic
     return {**res, "records": recs, "summary": summarize(recs)}
 
 
-def _run_reversed(monkeypatch: pytest.MonkeyPatch, **swap) -> None:
-    real = xd._run
-    monkeypatch.setattr(xd, "_run", lambda *a, **k: _reversed(real(*a, **k), **swap))
-
-
-def _row(claim_id: str) -> LedgerRow:
-    (c,) = all_claims(ids=[claim_id])
-    return run_claim(c)
-
-
-def _assert_refuted_by_its_tests(row: LedgerRow) -> None:
-    assert row.verdict == "refuted", (row.verdict, row.measured.get("tests"), row.evidence[-2000:])
-    assert row.measured["refuted_tests"] == [t["name"] for t in row.measured["tests"]]
-    assert "failed_checks" not in row.measured  # the tests refute it, not a check
-
-
-def _assert_holds_by_its_tests(row: LedgerRow) -> None:
-    assert row.verdict == "holds", (row.verdict, row.measured.get("tests"), row.evidence[-2000:])
-    assert all(t["outcome"] == "holds" and t["p_holm"] < 0.05 for t in row.measured["tests"])
-    assert row.measured["examples"] and all({"conversation", "probe"} <= set(e) for e in row.measured["examples"])
-
-
-@needs_locomo
-@pytest.mark.slow
-def test_xd07_refuted_with_dates_and_no_dates_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
-    _assert_holds_by_its_tests(_row("XD-07"))
-    _run_reversed(monkeypatch, rows=(("oracle", "oracle-nodate"),))
-    _assert_refuted_by_its_tests(_row("XD-07"))
-
-
 def _delivers_what_it_stores(res: dict, rows: tuple[str, ...]) -> dict:
     """A copy of a run where each of ``rows`` delivers every evidence turn it stores (and volunteers a block):
-    the other side of a "delivers well under what it stores" threshold."""
+    the other side of "delivers fewer than" and of "delivers well under what it stores"."""
     recs = []
     for r in res["records"]:
         if r["row"] in rows:
@@ -190,78 +163,119 @@ def _delivers_what_it_stores(res: dict, rows: tuple[str, ...]) -> dict:
     return {**res, "records": recs, "summary": summarize(recs)}
 
 
+def _patch_runs(m: pytest.MonkeyPatch, change) -> None:
+    real = xd._run
+    m.setattr(xd, "_run", lambda *a, **k: change(real(*a, **k)))
+
+
+def _row(claim_id: str) -> LedgerRow:
+    (c,) = all_claims(ids=[claim_id])
+    return run_claim(c)
+
+
+def _refuted_by_its_tests(row: LedgerRow, before: LedgerRow | None = None) -> None:
+    """Refuted because its tests are significant the other way (not by a check): every test, or, given the
+    unmutated row, every test that held there."""
+    assert row.verdict == "refuted", (row.verdict, row.measured.get("tests"), row.evidence[-2000:])
+    assert "failed_checks" not in row.measured
+    held = [t["name"] for t in (before or row).measured["tests"] if before is None or t["outcome"] == "holds"]
+    assert held and set(held) <= set(row.measured["refuted_tests"]), (held, row.measured.get("tests"))
+
+
+def _not_refuted(claim_id: str) -> LedgerRow:
+    row = _row(claim_id)
+    assert row.verdict in ("holds", "inconclusive"), (row.verdict, row.measured, row.evidence[-2000:])
+    assert row.measured["examples"] and all({"conversation", "probe"} <= set(e) for e in row.measured["examples"])
+    return row
+
+
+@pytest.fixture
+def small_conversation(monkeypatch: pytest.MonkeyPatch):
+    conv = xd._conversation()
+    assert conv is not None
+    small = conv.sliced(max_sessions=SMALL_SESSIONS)
+    monkeypatch.setattr(xd, "_conversation", lambda: small)
+    monkeypatch.setattr(xd, "PM_TRAINING_CONVERSATIONS", ("conv-41",))  # one classifier training, not three
+    xd._CACHE.clear()
+    yield small
+    xd._CACHE.clear()
+
+
 @needs_locomo
-@pytest.mark.slow
-def test_xd02_refuted_with_fractal_and_the_transcript_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
-    _assert_holds_by_its_tests(_row("XD-02"))
-    _run_reversed(monkeypatch, rows=(("fractal", "full"),))
-    _assert_refuted_by_its_tests(_row("XD-02"))
+def test_xd07_refuted_with_dates_and_no_dates_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _not_refuted("XD-07")
+    _patch_runs(monkeypatch, lambda res: _reversed(res, rows=(("oracle", "oracle-nodate"),)))
+    _refuted_by_its_tests(_row("XD-07"), before)
 
 
 @needs_locomo
 @pytest.mark.slow
-def test_np_and_pm_claims_refuted_with_their_rows_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
-    """XD-03 (pooler below mean pooling) and XD-10 (PM below NP pooler), at K = 4 and 8; one process, so the
-    NP run is shared."""
-    pairs = {"XD-03": tuple((f"np-pooler@{k}", f"np-mean@{k}") for k in xd.K),
-             "XD-10": tuple((f"pm@{k}", f"np-pooler@{k}") for k in xd.K)}
-    for cid in pairs:
-        _assert_holds_by_its_tests(_row(cid))
-    for cid, rows in pairs.items():
+def test_fractal_np_and_pm_claims_refuted_reversed(small_conversation, monkeypatch: pytest.MonkeyPatch) -> None:
+    """XD-02 with Fractal and the transcript swapped; XD-03 and XD-10 (fewer evidence turns than another row)
+    with that row delivering every evidence turn it stores."""
+    for cid in ("XD-02", "XD-03", "XD-10"):
+        _not_refuted(cid)
+    with monkeypatch.context() as m:
+        _patch_runs(m, lambda res: _reversed(res, rows=(("fractal", "full"),)))
+        _refuted_by_its_tests(_row("XD-02"))
+    for cid, rows in (("XD-03", ("np-pooler@4", "np-pooler@8")), ("XD-10", ("pm@4", "pm@8"))):
         with monkeypatch.context() as m:
-            _run_reversed(m, rows=rows)
-            _assert_refuted_by_its_tests(_row(cid))
+            _patch_runs(m, lambda res, rows=rows: _delivers_what_it_stores(res, rows))
+            _refuted_by_its_tests(_row(cid))
 
 
 @needs_locomo
 @pytest.mark.slow
-def test_tortoise_claims_refuted_reversed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tortoise_claims_refuted_reversed(small_conversation, monkeypatch: pytest.MonkeyPatch) -> None:
     """XD-06 with the evaluation path and the volunteered block swapped; XD-05 and XD-09 (one-sample, against
     thresholds) with the rows delivering every evidence turn they store."""
-    for cid in ("XD-05", "XD-06", "XD-09"):
-        _assert_holds_by_its_tests(_row(cid))
+    before = {cid: _not_refuted(cid) for cid in ("XD-05", "XD-06", "XD-09")}
     with monkeypatch.context() as m:
-        _run_reversed(m, rows=(("tortoise-eval", "tortoise-volunteer"),))
-        _assert_refuted_by_its_tests(_row("XD-06"))
-    real = xd._run
+        _patch_runs(m, lambda res: _reversed(res, rows=(("tortoise-eval", "tortoise-volunteer"),)))
+        _refuted_by_its_tests(_row("XD-06"), before["XD-06"])
     rows = ("np-pooler@8", "np-mean@8", "tortoise-eval", "tortoise-volunteer")
-    monkeypatch.setattr(xd, "_run", lambda *a, **k: _delivers_what_it_stores(real(*a, **k), rows))
+    _patch_runs(monkeypatch, lambda res: _delivers_what_it_stores(res, rows))
     for cid in ("XD-05", "XD-09"):
-        _assert_refuted_by_its_tests(_row(cid))
+        _refuted_by_its_tests(_row(cid))
 
 
 @needs_locomo
 @pytest.mark.slow
 def test_xd08_refuted_with_the_categories_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
-    _assert_holds_by_its_tests(_row("XD-08"))
-    _run_reversed(monkeypatch, categories={1: 4, 4: 1})
-    _assert_refuted_by_its_tests(_row("XD-08"))
+    """On the claim conversation alone (whole), multi-hop and single-hop questions swapped."""
+    monkeypatch.setattr(xd, "XD08_CONVERSATIONS", (xd.CLAIM_CONVERSATION,))
+    before = _not_refuted("XD-08")
+    _patch_runs(monkeypatch, lambda res: _reversed(res, categories={1: 4, 4: 1}))
+    _refuted_by_its_tests(_row("XD-08"), before)
 
 
 @needs_locomo
-@pytest.mark.slow
 def test_xd11_refuted_when_observations_name_no_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     """Observation units that carry no turn id credit no evidence, so dialog turns win on the same questions."""
     import dataclasses
 
     from harness.workloads import paper_protocol as pp
 
-    real = _row("XD-11")
-    assert real.verdict in ("holds", "inconclusive") and real.measured["category_1_questions"] > 100
+    real = _not_refuted("XD-11")
+    assert real.measured["category_1_questions"] > 100
     build = pp.observation_units
     monkeypatch.setattr(pp, "observation_units",
                         lambda conv: [dataclasses.replace(u, ids=()) for u in build(conv)])
-    _assert_refuted_by_its_tests(_row("XD-11"))
+    _refuted_by_its_tests(_row("XD-11"))
 
 
 @needs_locomo
 @pytest.mark.slow
-def test_xd14_refuted_with_recorded_and_verbatim_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_xd14_refuted_when_verbatim_capture_delivers_everything(monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.claims import cross_recorded as xr
 
-    _assert_holds_by_its_tests(_row("XD-14"))
-    observed = xr._observe()
-    monkeypatch.setattr(xr, "_observe", lambda: _reversed(observed, rows=(("tortoise-recorded-eval",
-                                                                            "tortoise-eval"),)))
-    row = _row("XD-14")
-    assert row.verdict == "refuted" and row.measured["refuted_tests"] == [t["name"] for t in row.measured["tests"]]
+    observe = xr._observe
+    monkeypatch.setattr(xr, "SLICE_SESSIONS", SMALL_SESSIONS)
+    observe.cache_clear()
+    try:
+        _not_refuted("XD-14")
+        observed = observe()
+        monkeypatch.setattr(xr, "_observe", lambda: _delivers_what_it_stores(observed, ("tortoise-eval",)))
+        _refuted_by_its_tests(_row("XD-14"))
+    finally:
+        observe.cache_clear()  # the next caller observes the claim's own slice again
