@@ -4,8 +4,8 @@ Every claim runs arms through ``harness.workloads.runner`` (each arm drives its 
 on one LoCoMo conversation named by sample id (``CLAIM_CONVERSATION``, so the verdicts do not move whether the
 data is the ten-conversation ``locomo10.json`` or a folder of single conversations), cut to its first
 ``SLICE_SESSIONS`` sessions with the probes whose evidence lies in them, unless the claim says otherwise (their
-measured values say so): XD-03, XD-07 and the NP rows of XD-09 use the whole conversation, XD-08 the whole of
-each of ``XD08_CONVERSATIONS``, for probes enough that their tests can tell the stated differences from chance. AgentFly PM's leave-one-conversation-out
+measured values say so): XD-07 uses the whole conversation; XD-03, XD-08 and the NP rows of XD-09 the whole of
+each of ``WHOLE_CONVERSATIONS``, for probes enough that their tests can tell the stated differences from chance. AgentFly PM's leave-one-conversation-out
 classifier trains on the conversations named in ``PM_TRAINING_CONVERSATIONS`` that are loaded. The data is found
 by the data resolver (``$MEMSIM_LOCOMO_DATA``, else the copy ``memsim data fetch locomo`` placed in the data
 folder); without it, or without the named conversation, every claim is skipped with the reason.
@@ -45,9 +45,10 @@ REC = "LoCoMo cross-design workload"
 SLICE_SESSIONS = 8
 CLAIM_CONVERSATION = "conv-30"
 """The conversation every XD claim runs on (a short one, so the claims stay quick)."""
-XD08_CONVERSATIONS = (CLAIM_CONVERSATION, "conv-26")
-"""XD-08 pools the multi-hop and single-hop questions of these whole conversations (the claim conversation alone
-has 11 multi-hop questions, too few to tell a retriever's difference of the stated kind from chance)."""
+WHOLE_CONVERSATIONS = (CLAIM_CONVERSATION, "conv-26")
+"""XD-03 and XD-08 pool the questions of these whole conversations (the claim conversation alone has 11
+multi-hop questions for XD-08, and XD-03's differences are smaller than its slice's 38 questions can tell from
+chance). XD-09's NP rows come from the same runs."""
 PM_TRAINING_CONVERSATIONS = ("conv-26", "conv-41", "conv-42")
 """The conversations AgentFly PM's classifier is trained on for the claim conversation (those loaded)."""
 K = (4, 8)
@@ -175,12 +176,14 @@ def _values(res: dict[str, Any], row: str, key: str, categories: tuple[int, ...]
             for r in _recs(res, row) if r["category"] in categories}
 
 
-def _paired(res: dict[str, Any], a: str, b: str, key: str, direction: Direction) -> Tested:
-    """Rows ``a`` and ``b`` on the probes both delivered (headline categories), paired by probe."""
+def _paired(res: dict[str, Any], a: str, b: str, key: str, direction: Direction, stratified: bool = False
+            ) -> Tested:
+    """Rows ``a`` and ``b`` on the probes both delivered (headline categories), paired by probe; ``stratified``:
+    the interval's bootstrap resamples within each conversation."""
     va, vb = _values(res, a, key), _values(res, b, key)
     probes = sorted(set(va) & set(vb))
     return Tested.paired(f"{a} {direction} {b} ({key})", [va[p] for p in probes], [vb[p] for p in probes],
-                         direction)
+                         direction, strata=[p[0] for p in probes] if stratified else None)
 
 
 def examples(conversation: str, *probes: tuple[int, str | None]) -> list[dict[str, Any]]:
@@ -254,18 +257,20 @@ def xd_02(ctx: ClaimContext) -> Observation:
 
 @_xd("XD-03",
      statement="AgentFly NP with its faithful pooler selector delivers fewer evidence turns than the same driver "
-               "with mean pooling at the same K (K = 4 and 8), while both store every turn")
+               "with mean pooling at the same K (K = 4 and 8), while both store every turn",
+     conversations=WHOLE_CONVERSATIONS)
 def xd_03(ctx: ClaimContext) -> Observation:
-    """Paired tests of evidence recall at K = 4 and K = 8 (Holm over the two) on the whole conversation (the
-    eight-session slice's probes are too few for differences of this size); storing every turn is checked."""
-    res = _run(("np-pooler", "np-mean"), sessions=None)
+    """Paired tests of evidence recall at K = 4 and K = 8 (Holm over the two) on the questions of the whole
+    ``WHOLE_CONVERSATIONS`` (the eight-session slice's are too few for differences of this size), the bootstrap
+    interval stratified by conversation; storing every turn is checked."""
+    res = _run(("np-pooler", "np-mean"), sessions=None, conversations=WHOLE_CONVERSATIONS)
     m = {f"{row}": _r(_head(res, row)) for row in ("np-pooler@4", "np-mean@4", "np-pooler@8", "np-mean@8")}
     stored = {row: _r(_head(res, row, "stored_recall")) for row in ("np-pooler@8", "np-mean@8")}
     return Observation.from_test(
-        [_paired(res, f"np-pooler@{k}", f"np-mean@{k}", "recall", "<") for k in K],
+        [_paired(res, f"np-pooler@{k}", f"np-mean@{k}", "recall", "<", stratified=True) for k in K],
         checks={"both_store_everything": all(v == 1.0 for v in stored.values())},
         measured={"evidence_recall": m, "stored_recall": stored, "n_scored": res["summary"]["np-pooler@4"]
-                  ["headline"]["n_scored"], "sessions": "all", "turns": res["n_turns"],
+                  ["headline"]["n_scored"], "conversations": list(WHOLE_CONVERSATIONS), "sessions": "all",
                   "examples": _examples(res, "np-pooler@4")},
         evidence=_excerpt(res, "np-pooler@4"))
 
@@ -446,11 +451,11 @@ def xd_07(ctx: ClaimContext) -> Observation:
 @_xd("XD-08",
      statement="Top-K retrieval reaches all the evidence of multi-hop questions (category 1) less often than of "
                "single-hop ones (category 4) at K = 8, for BM25, mean pooling and AgentFly NP (pooler)",
-     conversations=XD08_CONVERSATIONS)
+     conversations=WHOLE_CONVERSATIONS)
 def xd_08(ctx: ClaimContext) -> Observation:
     """Two-sample tests (category 1 and category 4 are different probes) of the all-evidence outcome, one per
-    retriever, Holm over the three, on the questions of the whole ``XD08_CONVERSATIONS`` pooled."""
-    res = _run(("bm25", "mean", "np-pooler"), sessions=None, conversations=XD08_CONVERSATIONS)
+    retriever, Holm over the three, on the questions of the whole ``WHOLE_CONVERSATIONS`` pooled."""
+    res = _run(("bm25", "mean", "np-pooler"), sessions=None, conversations=WHOLE_CONVERSATIONS)
     rows = ("bm25@8", "mean@8", "np-pooler@8")
     rates = {r: {c: _r(res["summary"][r]["by_category"].get(c, {}).get("all_evidence_rate")) for c in ("1", "4")}
              for r in rows}
@@ -459,20 +464,20 @@ def xd_08(ctx: ClaimContext) -> Observation:
                                list(_values(res, r, "all_evidence", (4,)).values()), "<") for r in rows]
     return Observation.from_test(
         tests,
-        measured={"all_evidence_rate": rates, "conversations": list(XD08_CONVERSATIONS), "sessions": "all",
+        measured={"all_evidence_rate": rates, "conversations": list(WHOLE_CONVERSATIONS), "sessions": "all",
                   "n": {c: res["summary"]["bm25@8"]["by_category"].get(c, {}).get("n_scored") for c in ("1", "4")},
                   "examples": _examples(res, "bm25@8")},
         evidence=_excerpt(res, "bm25@8"))
 
 
-@_xd("XD-09",
+@_xd("XD-09", conversations=WHOLE_CONVERSATIONS,
      statement="Every design that keeps the whole conversation but ranks it (NP pooler and mean, Tortoise's two "
                "paths) delivers well under what it stores: evidence recall at most 0.8 of stored recall")
 def xd_09(ctx: ClaimContext) -> Observation:
     """One-sample tests, one per row, Holm over the four: the row's per-probe evidence recall against 0.8 times
     its stored recall (every probe's stored recall is 1 for a row that keeps the whole conversation, checked, so
-    the threshold is 0.8). The NP rows run on the whole conversation (XD-03's run), Tortoise's on the slice."""
-    res = _run(("np-pooler", "np-mean"), sessions=None)
+    the threshold is 0.8). The NP rows are XD-03's runs (``WHOLE_CONVERSATIONS``), Tortoise's the slice."""
+    res = _run(("np-pooler", "np-mean"), sessions=None, conversations=WHOLE_CONVERSATIONS)
     tres = _run(("tortoise",))
     gap, tests, whole = {}, [], {}
     for src, row in ((res, "np-pooler@8"), (res, "np-mean@8"), (tres, "tortoise-eval"), (tres, "tortoise-volunteer")):

@@ -195,6 +195,7 @@ def small_conversation(monkeypatch: pytest.MonkeyPatch):
     assert conv is not None
     small = conv.sliced(max_sessions=SMALL_SESSIONS)
     monkeypatch.setattr(xd, "_conversation", lambda: small)
+    monkeypatch.setattr(xd, "WHOLE_CONVERSATIONS", (xd.CLAIM_CONVERSATION,))  # the slice alone
     monkeypatch.setattr(xd, "PM_TRAINING_CONVERSATIONS", ("conv-41",))  # one classifier training, not three
     xd._CACHE.clear()
     yield small
@@ -243,7 +244,7 @@ def test_tortoise_claims_refuted_reversed(small_conversation, monkeypatch: pytes
 @pytest.mark.slow
 def test_xd08_refuted_with_the_categories_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
     """On the claim conversation alone (whole), multi-hop and single-hop questions swapped."""
-    monkeypatch.setattr(xd, "XD08_CONVERSATIONS", (xd.CLAIM_CONVERSATION,))
+    monkeypatch.setattr(xd, "WHOLE_CONVERSATIONS", (xd.CLAIM_CONVERSATION,))
     before = _not_refuted("XD-08")
     _patch_runs(monkeypatch, lambda res: _reversed(res, categories={1: 4, 4: 1}))
     _refuted_by_its_tests(_row("XD-08"), before)
