@@ -27,7 +27,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from harness.claims import VERDICTS, Claim, ClaimContext, Observation
+from harness.claims import Claim, ClaimContext, Observation
+
+VERDICTS = ("holds", "refuted", "inconclusive", "error", "skipped")
 
 
 class LedgerRow(BaseModel):

@@ -31,8 +31,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 Verdict = Literal["holds", "refuted", "inconclusive", "error", "skipped"]
-VERDICTS: tuple[str, ...] = ("holds", "refuted", "inconclusive", "error", "skipped")
-"""Every verdict, in the order the ledger and the CLI show their counts."""
 Kind = Literal["mechanism", "consequence"]
 Direction = Literal[">", "<"]
 DESIGNS = ("harness", "fractal", "agentfly", "tortoise", "cross")

@@ -67,8 +67,8 @@ def claims(
     Exit status is 1 when any claim errors (a refuted claim is a finding about the design, not an error; an
     inconclusive one, a claimed difference its test could not establish either way, exits 0 like a held one).
     """
-    from harness.claims import DESIGNS, VERDICTS, all_claims
-    from harness.ledger import find_data_dir, run_claims, write_all
+    from harness.claims import DESIGNS, all_claims
+    from harness.ledger import VERDICTS, find_data_dir, run_claims, write_all
 
     if design and design not in DESIGNS:
         raise bad_option("--design", design, DESIGNS)

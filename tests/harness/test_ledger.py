@@ -214,9 +214,11 @@ def _inconclusive(ctx: ClaimContext) -> Observation:
 def test_inconclusive_is_counted_and_shown_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The third outcome of a tested claim: counted in ledger.json, a column of ledger.md's and ledger.html's
     counts, a filter option and row class of the page, a column of the CLI summary, and exit status 0."""
+    import typing
+
     import harness.claims as claims_mod
     from harness.cli.main import app
-    from harness.ledger import expected_observed
+    from harness.ledger import VERDICTS, expected_observed
 
     ledger = run_claims([*_claims()[:1], Claim("T-5", "cross", "rec", "tested", "consequence", _inconclusive)],
                         progress=False)
@@ -235,6 +237,7 @@ def test_inconclusive_is_counted_and_shown_everywhere(tmp_path: Path, monkeypatc
     page = paths[2].read_text()
     assert "<th>inconclusive</th>" in page and "<option value='inconclusive'>inconclusive</option>" in page
     assert "class='inconclusive' id='t-5'" in page and ".inconclusive{" in page
+    assert set(typing.get_args(claims_mod.Verdict)) == set(VERDICTS)  # the ledger shows every verdict
 
     claims_mod.discover()
     monkeypatch.setitem(claims_mod._REGISTRY, "HAR-98",
