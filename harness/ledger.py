@@ -2,7 +2,8 @@
 
 The runner isolates each claim in its own fresh temporary directory, times it, and turns any exception into the
 verdict ``error`` with the traceback as evidence. ``refuted`` is a finding about the reference design, not a
-failure of memsim; ``skipped`` means a needed corpus is absent (the reason is recorded).
+failure of memsim; ``inconclusive`` means a claim decided by a test found no significant difference either way
+(absence of evidence, not refutation); ``skipped`` means a needed corpus is absent (the reason is recorded).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pydantic import BaseModel
 from harness.claims import Claim, ClaimContext, Observation
 from harness.runs import code_text, published_folder
 
-VERDICTS = ("holds", "refuted", "error", "skipped")
+VERDICTS = ("holds", "refuted", "inconclusive", "error", "skipped")
 
 
 class LedgerRow(BaseModel):
@@ -242,7 +243,8 @@ body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}
 table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}
 th{background:#f3f3f3}table.sortable th{cursor:pointer;user-select:none;white-space:nowrap}#claims>tbody>tr>td:first-child{white-space:nowrap}
 table.sortable th:hover{background:#e6e6e6}th .dir{color:#245;font-size:small;margin-left:4px}
-.holds{background:#e6f6e6}.refuted{background:#fdf1d8}.error{background:#f9d6d6}.skipped{background:#ececec}
+.holds{background:#e6f6e6}.refuted{background:#fdf1d8}.inconclusive{background:#e8eefa}.error{background:#f9d6d6}
+.skipped{background:#ececec}
 pre{white-space:pre-wrap;max-height:30em;overflow:auto;background:#fafafa;padding:6px;margin:4px 0}
 summary{cursor:pointer;color:#245}table.counts{width:auto;margin-bottom:1em}.counts td{text-align:right}
 .filters{display:flex;flex-wrap:wrap;gap:1em;align-items:center;margin:0.5em 0 1em 0;padding:0.6em;
@@ -306,7 +308,9 @@ def _short(value: Any, limit: int = 300) -> str:
 def expected_observed(measured: dict[str, Any]) -> list[tuple[str, Any, Any, bool]]:
     """``(name, expected, observed, matches)`` rows recorded by the Observation API: ``compare()`` stores the
     prediction under ``measured["expected"]`` (observed values under their own keys, misses under
-    ``mismatches``); ``from_checks()`` stores named checks whose expected value is ``true``."""
+    ``mismatches``); ``from_checks()`` and ``from_test()`` store named checks whose expected value is ``true``;
+    ``from_test()`` stores each comparison under ``tests``: expected, the stated sign at the Holm-adjusted level;
+    observed, the estimate, its interval, the adjusted p and the comparison's outcome."""
     rows: list[tuple[str, Any, Any, bool]] = []
     misses = measured.get("mismatches") or {}
     if isinstance(measured.get("expected"), dict):
@@ -319,7 +323,19 @@ def expected_observed(measured: dict[str, Any]) -> list[tuple[str, Any, Any, boo
         rows += [(k, v.get("expected"), v.get("observed"), False) for k, v in misses.items()]
     if isinstance(measured.get("checks"), dict):
         rows += [(name, True, ok, ok is True) for name, ok in measured["checks"].items()]
+    alpha = (measured.get("test_family") or {}).get("alpha", 0.05)
+    for t in measured.get("tests") or []:
+        if isinstance(t, dict) and "name" in t:
+            want = f"{t.get('direction')} 0, Holm p < {alpha:g}"
+            lo, hi = (t.get("interval") or [None, None])[:2]
+            got = f"{_num(t.get('estimate'))} [{_num(lo)}, {_num(hi)}], Holm p {_num(t.get('p_holm'))}: " \
+                  f"{t.get('outcome')}"
+            rows.append((f"{t['name']} ({t.get('test')}, n={t.get('n')})", want, got, t.get("outcome") == "holds"))
     return rows
+
+
+def _num(x: Any) -> str:
+    return "n/a" if not isinstance(x, int | float) else f"{x:.4g}"
 
 
 def _links(r: LedgerRow, out_dir: Path) -> str:
@@ -419,7 +435,7 @@ def write_html(ledger: Ledger, path: Path) -> Path:
                 f"<tr><td>{'&#10003;' if ok else '&#10007;'} {e(name)}</td><td><code>{e(_short(want))}</code></td>"
                 f"<td class='{'' if ok else 'bad'}'><code>{e(_short(got))}</code></td></tr>"
                 for name, want, got, ok in eo) + "</table>")
-        elif r.verdict in ("holds", "refuted"):
+        elif r.verdict in ("holds", "refuted", "inconclusive"):
             detail.append("<div class='links'>no expected values recorded (see measured)</div>")
         if r.measured:
             detail.append("<details><summary>measured</summary><pre>"

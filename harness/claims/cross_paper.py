@@ -1,12 +1,14 @@
 """Cross claims XD-11, XD-12 from the LoCoMo paper's retrieval protocol (``harness.workloads.paper_protocol``).
 
-Both run the protocol with the bm25 retriever on one LoCoMo conversation named by sample id
-(``PAPER_CLAIM_CONVERSATION``: it carries the ``"D8:6; D9:17"`` evidence string the quirk claim needs, and its
-verdict does not move whether the data is the ten-conversation ``locomo10.json`` or a folder of single
-conversations). The data is found by the data resolver; without it, or without the named conversation, both are
-skipped with the reason. Each compares measured protocol outputs (recall per category, per-question recall)
+Both run the protocol with the bm25 retriever on LoCoMo conversations named by sample id, so their verdicts do
+not move whether the data is the ten-conversation ``locomo10.json`` or a folder of single conversations: XD-12 on
+``PAPER_CLAIM_CONVERSATION`` (it carries the ``"D8:6; D9:17"`` evidence string the quirk claim needs), XD-11 on
+``XD11_CONVERSATIONS`` (one conversation's category 1 questions are too few for its test to see a difference of
+the size the paper reports). The data is found by the data resolver; without it, or without a named
+conversation, the claim is skipped with the reason. Each compares measured protocol outputs (recall per category, per-question recall)
 with what the statement predicts; the published Table 3 values are quoted beside them for the reader, never
-compared.
+compared. XD-11 states a difference between two units on the same questions and is decided by a paired test;
+XD-12 is an identity of the evidence rule, checked exactly.
 """
 
 from __future__ import annotations
@@ -16,38 +18,52 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
-from harness.claims import ClaimContext, Demonstrate, Observation, guarded_claim
+from harness.claims import ClaimContext, Demonstrate, Observation, Tested, guarded_claim
+from harness.claims.cross import examples
 from harness.workloads.locomo import Conversation, find_locomo_path, load_locomo
 
 D = "cross"
 REC = "LoCoMo paper retrieval protocol (Maharana et al., ACL 2024, Table 3)"
 PAPER_CLAIM_CONVERSATION = "conv-26"
-"""The conversation both claims run on."""
+"""The conversation XD-12 runs on."""
+XD11_CONVERSATIONS = ("conv-26", "conv-30", "conv-41", "conv-42")
+"""The conversations XD-11 pools (their category 1 questions, paired by question)."""
 
 
 @lru_cache(maxsize=2)
-def _load(path: Path) -> Conversation | None:
-    return next((c for c in load_locomo(path) if c.sample_id == PAPER_CLAIM_CONVERSATION), None)
+def _load(path: Path) -> dict[str, Conversation]:
+    wanted = {PAPER_CLAIM_CONVERSATION, *XD11_CONVERSATIONS}
+    return {c.sample_id: c for c in load_locomo(path) if c.sample_id in wanted}
+
+
+def _conversations(ids: tuple[str, ...]) -> list[Conversation] | None:
+    """The named conversations from the data the resolver finds now (loaded once per path); None when one is
+    missing."""
+    path = find_locomo_path()
+    loaded = {} if path is None else _load(Path(path).resolve())
+    return [loaded[i] for i in ids] if all(i in loaded for i in ids) else None
 
 
 def _conversation() -> Conversation | None:
-    """The claim conversation from the data the resolver finds now (loaded once per path)."""
-    path = find_locomo_path()
-    return None if path is None else _load(Path(path).resolve())
+    """XD-12's conversation."""
+    found = _conversations((PAPER_CLAIM_CONVERSATION,))
+    return None if found is None else found[0]
 
 
-def _skip() -> Observation:
+def _skip(ids: tuple[str, ...]) -> Observation:
     path = find_locomo_path()
     if path is not None:
-        return Observation.skipped(f"LoCoMo conversation {PAPER_CLAIM_CONVERSATION} is not in the loaded data "
+        missing = [i for i in ids if i not in _load(Path(path).resolve())]
+        return Observation.skipped(f"LoCoMo conversation(s) {', '.join(missing)} not in the loaded data "
                                    f"({path}); run `memsim data fetch locomo` for all ten")
     return Observation.skipped("LoCoMo data not found: run `memsim data fetch locomo` or set $MEMSIM_LOCOMO_DATA")
 
 
-def _xd(id: str, statement: str) -> Callable[[Demonstrate], Demonstrate]:
-    """Register a paper-protocol claim; without the named conversation it is skipped with the reason."""
+def _xd(id: str, statement: str, ids: tuple[str, ...] = (PAPER_CLAIM_CONVERSATION,)
+        ) -> Callable[[Demonstrate], Demonstrate]:
+    """Register a paper-protocol claim; without the named conversations it is skipped with the reason."""
     return guarded_claim(id, design=D, record=REC, kind="consequence", statement=statement,
-                         skip_reason=lambda: _skip() if _conversation() is None else None)
+                         skip_reason=lambda: _skip(ids) if _conversations(ids) is None else None)
 
 
 def _r(x: float | None) -> float | None:
@@ -61,31 +77,48 @@ def _published(unit: str, k: int, cat: str) -> float | None:
 
 
 @_xd("XD-11",
-     statement="On one LoCoMo conversation (conv-26) under the paper's retrieval protocol with bm25 at k = 5, "
-               "recorded observation units deliver more multi-hop (category 1) evidence than dialog turns, as "
-               "the LoCoMo paper reports for its DRAGON+ retriever")
+     statement="On four LoCoMo conversations (conv-26, conv-30, conv-41, conv-42) under the paper's retrieval "
+               "protocol with bm25 at k = 5, recorded observation units deliver more multi-hop (category 1) "
+               "evidence than dialog turns on the same questions, as the LoCoMo paper reports for its DRAGON+ "
+               "retriever", ids=XD11_CONVERSATIONS)
 def xd_11(ctx: ClaimContext) -> Observation:
+    """Paired test over the category 1 questions of the four conversations: each question's protocol recall at
+    k = 5 with observation units against dialog turns (a question without evidence scores 0, as the protocol
+    averages it), the bootstrap interval stratified by conversation."""
     from harness.workloads import paper_protocol as pp
 
-    conv = _conversation()
-    assert conv is not None
+    convs = _conversations(XD11_CONVERSATIONS)
+    assert convs is not None
     bm25 = pp.get_retrievers(["bm25"])["bm25"]
-    rows = {u: pp.aggregate_rows([pp.evaluate_unit(conv, bm25, u, ks=[5])])[0] for u in ("dialog", "observation")}
+    per = {u: [pp.evaluate_unit(c, bm25, u, ks=[5]) for c in convs] for u in ("dialog", "observation")}
+    rows = {u: pp.aggregate_rows(r)[0] for u, r in per.items()}
     obs, dia = rows["observation"]["recall"]["1"], rows["dialog"]["recall"]["1"]
     if obs is None or dia is None:
         return Observation.refuted(measured={"reason": "no category-1 questions"}, evidence="")
-    n1 = sum(1 for p in conv.probes if p.category == 1)
-    return Observation.from_checks(
-        {"observation_above_dialog_multi_hop_at_5": obs > dia},
-        measured={"conversation": conv.sample_id, "category_1_questions": n1,
+    by_unit: dict[str, list[float]] = {u: [] for u in per}
+    strata, wins = [], []
+    for ci, conv in enumerate(convs):
+        cat1 = [i for i, p in enumerate(conv.probes) if p.category == 1]
+        for u in per:
+            by_unit[u] += [per[u][ci].recall[5][i] or 0.0 for i in cat1]
+        strata += [conv.sample_id] * len(cat1)
+        wins += [(conv.sample_id, conv.probes[i].index) for i in cat1
+                 if (per["observation"][ci].recall[5][i] or 0.0) > (per["dialog"][ci].recall[5][i] or 0.0)]
+    n1 = len(strata)
+    return Observation.from_test(
+        Tested.paired("observation > dialog (category 1 recall at k = 5)", by_unit["observation"], by_unit["dialog"],
+                      ">", strata=strata),
+        measured={"conversations": list(XD11_CONVERSATIONS), "category_1_questions": n1,
+                  "category_1_by_conversation": {c.sample_id: strata.count(c.sample_id) for c in convs},
+                  "examples": [e for c, p in wins[:5] for e in examples(c, (p, None))],
                   "observation_recall_cat1_at_5": _r(obs), "dialog_recall_cat1_at_5": _r(dia),
                   "observation_overall_at_5": _r(rows["observation"]["recall"]["overall"]),
                   "dialog_overall_at_5": _r(rows["dialog"]["recall"]["overall"]),
                   "tokens_cl100k_at_5": {u: _r(rows[u]["tokens_cl100k"]) for u in rows},
                   "published_dragon_plus_cat1_at_5": {"observation": _published("observation", 5, "1"),
                                                       "dialog": _published("dialog", 5, "1")}},
-        evidence=(f"{conv.sample_id}, bm25, k=5, category 1 ({n1} questions): observation {_r(obs)} vs dialog "
-                  f"{_r(dia)}"))
+        evidence=(f"{', '.join(XD11_CONVERSATIONS)}, bm25, k=5, category 1 ({n1} questions): observation "
+                  f"{_r(obs)} vs dialog {_r(dia)}"))
 
 
 @_xd("XD-12",
@@ -134,6 +167,8 @@ def xd_12(ctx: ClaimContext) -> Observation:
                   "questions_never_fully_recallable_counted": quirks["questions_never_fully_recallable"],
                   "recall_of_capped_questions": [_r(r) for _, r in capped],
                   "raw_evidence_split": {str(k): v for k, v in split.items()},
-                  "recall_with_split_raw_strings": [_r(r) for r in split_recall]},
+                  "recall_with_split_raw_strings": [_r(r) for r in split_recall],
+                  "test": "none (an identity of the evidence rule)",
+                  "examples": examples(conv.sample_id, *((p.index, "dialog") for p in below[:3]))},
         evidence="; ".join(f"Q{p.index} ({p.category}) {p.question!r} evidence {p.raw_evidence} -> split "
                            f"{split[p.index]}" for p in below[:3]))

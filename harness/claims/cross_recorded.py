@@ -8,7 +8,8 @@ output, one derived point per fact beside the same turn Points; its gate-opened 
 ``OPEN_GATE``). Every probe of the slice is delivered by both, and the claims compare the delivered evidence ids,
 the volunteered pointers and the EP confidence the hook's gate reads (``Tortoise.why``). The run is cached per
 process. Without the LoCoMo data, the named conversation or its recorded facts, both claims are skipped with the
-reason.
+reason. XD-14 states a difference between two rows on the same probes and is decided by a paired test; XD-15 is
+an identity of the gate (every fact point at the prior mean, below it), checked exactly.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness.claims import ClaimContext, Observation, guarded_claim
-from harness.claims.cross import _conversation, _skip
-from harness.workloads.metrics import probe_record, summarize
+from harness.claims import ClaimContext, Observation, Tested, guarded_claim
+from harness.claims.cross import _conversation, _skip, examples
+from harness.workloads.metrics import HEADLINE_CATEGORIES, probe_record, summarize
 
 D = "cross"
 REC = "LoCoMo recorded extraction through Tortoise"
@@ -110,12 +111,23 @@ def _r(x: float) -> float:
     return round(float(x), 4)
 
 
+def _example_record(res: dict[str, Any], row: str) -> dict[str, Any] | None:
+    return next((r for r in res["records"] if r["row"] == row and r["category"] != 5
+                 and set(r["evidence"]) & set(r["meta"].get("ids_via_facts", []))), None)
+
+
 def _example(res: dict[str, Any], row: str, n: int = 700) -> str:
-    for r in res["records"]:
-        if r["row"] == row and r["category"] != 5 and set(r["evidence"]) & set(r["meta"].get("ids_via_facts", [])):
-            return f"[{row}] probe {r['probe']} evidence recall {r['recall']}, ids via facts " \
-                   f"{r['meta'].get('ids_via_facts')}\n{r['text'][-n:]}"
-    return ""
+    r = _example_record(res, row)
+    if r is None:
+        return ""
+    return f"[{row}] probe {r['probe']} evidence recall {r['recall']}, ids via facts " \
+           f"{r['meta'].get('ids_via_facts')}\n{r['text'][-n:]}"
+
+
+def _recall(res: dict[str, Any], row: str) -> dict[int, float]:
+    """Per headline probe with evidence: the row's evidence recall."""
+    return {r["probe"]: float(r["recall"]) for r in res["records"]
+            if r["row"] == row and r["category"] in HEADLINE_CATEGORIES and r["recall"] is not None}
 
 
 @_xdr("XD-14",
@@ -123,6 +135,8 @@ def _example(res: dict[str, Any], row: str, n: int = 700) -> str:
                 "evidence recall over verbatim capture (one dated point per turn) on the same questions: the "
                 "delivered fact points credit evidence turns their tags name")
 def xd_14(ctx: ClaimContext) -> Observation:
+    """Paired test of evidence recall (the two evaluation rows on the same headline probes); a fact crediting
+    evidence is checked."""
     res = _observe()
     verbatim, recorded = _head(res, "tortoise-eval"), _head(res, "tortoise-recorded-eval")
     eval_recs = [r for r in res["records"] if r["row"] == "tortoise-recorded-eval" and r["category"] != 5]
@@ -134,8 +148,14 @@ def xd_14(ctx: ClaimContext) -> Observation:
         "tokens_recorded": _r(_head(res, "tortoise-recorded-eval", "tokens_mean")),
         "probes_with_evidence_credited_by_a_fact": via_facts, "stored": res["stored_counts"],
     }
-    return Observation.from_checks(
-        {"recorded_recall_higher": recorded > verbatim, "a_fact_credits_evidence": via_facts > 0},
+    ex = _example_record(res, "tortoise-recorded-eval")
+    measured["examples"] = examples(res["conversation"], *([(ex["probe"], "tortoise-recorded-eval")] if ex else []))
+    rec, verb = _recall(res, "tortoise-recorded-eval"), _recall(res, "tortoise-eval")
+    probes = sorted(set(rec) & set(verb))
+    return Observation.from_test(
+        Tested.paired("tortoise-recorded-eval > tortoise-eval (recall)", [rec[p] for p in probes],
+                      [verb[p] for p in probes], ">"),
+        checks={"a_fact_credits_evidence": via_facts > 0},
         measured=measured, evidence=_example(res, "tortoise-recorded-eval"))
 
 
@@ -145,6 +165,7 @@ def xd_14(ctx: ClaimContext) -> Observation:
                 "a fact), below the gate, while the same hook with the gate lowered to 0.5 points at fact points "
                 "on some questions")
 def xd_15(ctx: ClaimContext) -> Observation:
+    """An identity of the gate, checked exactly: no statistical test applies."""
     res = _observe()
     conf = res["fact_confidence"]
     faithful = [r for r in res["records"] if r["row"] == "tortoise-recorded-volunteer"]
@@ -159,8 +180,10 @@ def xd_15(ctx: ClaimContext) -> Observation:
         "confidence_min": _r(values[0]) if values else None, "confidence_max": _r(values[-1]) if values else None,
         "faithful_fact_pointers": faithful_fact_pointers, "open_gate": OPEN_GATE,
         "open_gate_fact_pointers": opened_fact_pointers, "open_gate_probes_with_fact_pointers": opened_probes,
+        "test": "none (an identity of the gate)",
     }
     example = next((r for r in opened if any(p in facts for p in r["meta"].get("pointers", []))), None)
+    measured["examples"] = examples(res["conversation"], *([(example["probe"], example["row"])] if example else []))
     evidence = f"gate {OPEN_GATE:g}, probe {example['probe']}: pointers {example['meta']['pointers']}" if example \
         else ""
     return Observation.from_checks({

@@ -38,7 +38,7 @@ app.command("compare")(compare_cmd.compare)
 app.command("explore")(explore_cmd.explore)
 
 console = make_console()  # markup and emoji off: paths, ids and messages print as given
-_STYLE = {"holds": "green", "refuted": "yellow", "error": "bold red", "skipped": "dim"}
+_STYLE = {"holds": "green", "refuted": "yellow", "inconclusive": "cyan", "error": "bold red", "skipped": "dim"}
 
 
 @app.command()
@@ -71,10 +71,11 @@ def claims(
     """Run the claims ledger: one demonstration per report claim, each in a fresh temporary directory.
 
     Writes ledger.json, ledger.md and a self-contained sortable ledger.html to --out and prints a summary.
-    Exit status is 1 when any claim errors (a refuted claim is a finding about the design, not an error).
+    Exit status is 1 when any claim errors (a refuted claim is a finding about the design, not an error; an
+    inconclusive one, a claimed difference its test could not establish either way, exits 0 like a held one).
     """
     from harness.claims import DESIGNS, all_claims
-    from harness.ledger import find_data_dir, run_claims, write_all
+    from harness.ledger import VERDICTS, find_data_dir, run_claims, write_all
 
     if design and design not in DESIGNS:
         raise bad_option("--design", design, DESIGNS)
@@ -121,10 +122,10 @@ def claims(
     console.print(table)
     summary = Table(title="counts")
     summary.add_column("scope")
-    for v in ("holds", "refuted", "error", "skipped"):
+    for v in VERDICTS:
         summary.add_column(v, justify="right")
     for scope, c in sorted(ledger.counts().items(), key=lambda kv: (kv[0] == "all", kv[0])):
-        summary.add_row(scope, *(str(c[v]) for v in ("holds", "refuted", "error", "skipped")))
+        summary.add_row(scope, *(str(c[v]) for v in VERDICTS))
     console.print(summary)
     for p in written:
         console.print(f"wrote {final_path(stage, out, p)}", soft_wrap=True)

@@ -183,20 +183,6 @@ def delivered_ranking(meta: Mapping[str, Any]) -> list[str] | None:
     return out
 
 
-def _slots(ids: Sequence[str | None]) -> list[str]:
-    """Unique unit names per rank slot: the first occurrence keeps its id, a repeat or ``None`` becomes a
-    non-relevant filler that keeps the slot."""
-    seen: set[str] = set()
-    out = []
-    for i, x in enumerate(ids):
-        if x is None or x in seen:
-            out.append(f"#slot{i}")
-        else:
-            seen.add(x)
-            out.append(x)
-    return out
-
-
 def _trec(ranking: Sequence[str], relevant: Iterable[str]) -> dict[str, float]:
     import pytrec_eval
 
@@ -217,14 +203,16 @@ def ranked_metrics(ranking: Sequence[str], evidence: Iterable[str], session_of: 
                    ) -> dict[str, dict[str, float]] | None:
     """recall_any@k, recall_all@k and ndcg_any@k (trec_eval discount; k = 5, 10) at turn and session level for one
     delivered ranking (see the module docstring); None when there is no valid evidence or nothing ranked."""
-    ev = [e for e in dict.fromkeys(evidence) if e in session_of]
-    if not ev or not ranking:
+    from harness.trec import level_qrels, level_rankings
+
+    qrels = level_qrels(list(evidence), session_of)
+    if not qrels["turn"] or not ranking:
         return None
-    turns = [r if r in session_of else None for r in ranking]
-    sessions = [f"S{session_of[r]}" for r in dict.fromkeys(r for r in turns if r is not None)]
-    ev_sessions = {f"S{session_of[e]}" for e in ev}
-    out = {"turn": _trec(_slots(turns), ev)}
-    out["session"] = _trec(sessions, ev_sessions) if sessions else {m: 0.0 for m in RANKED_METRICS}
+    # one rule for the metrics and the run files: a session is ranked at its first occurrence
+    levels = level_rankings(ranking, session_of)
+    out = {"turn": _trec(levels["turn"], qrels["turn"])}
+    out["session"] = (_trec(levels["session"], qrels["session"]) if levels["session"]
+                      else {m: 0.0 for m in RANKED_METRICS})
     return out
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.claims import Claim, ClaimContext, Observation, all_claims, values_match
+from harness.claims import Claim, ClaimContext, Observation, Tested, all_claims, values_match
 from harness.ledger import run_claims, write_all
 
 
@@ -37,7 +37,7 @@ def test_runner_isolates_and_catches(tmp_path: Path) -> None:
     rows = {r.id: r for r in ledger.rows}
     assert "RuntimeError: scenario broke" in rows["T-3"].evidence and "Traceback" in rows["T-3"].evidence
     assert rows["T-2"].measured["mismatches"] == {"length": {"expected": 20, "observed": 25}}
-    assert ledger.counts()["harness"] == {"holds": 1, "refuted": 1, "error": 1, "skipped": 0}
+    assert ledger.counts()["harness"] == {"holds": 1, "refuted": 1, "inconclusive": 0, "error": 1, "skipped": 0}
 
     paths = write_all(ledger, tmp_path / "out")
     assert [p.name for p in paths] == ["ledger.json", "ledger.md", "ledger.html"]
@@ -204,3 +204,47 @@ def test_real_claim_rows_link_to_their_decorated_function() -> None:
     path, _, line = source_location(tor.demonstrate).rpartition(":")
     assert path.startswith("harness/claims/tortoise_") and path.endswith(".py")
     assert '@claim("TOR-42"' in (REPO_ROOT / path).read_text().splitlines()[int(line) - 1]
+
+
+def _inconclusive(ctx: ClaimContext) -> Observation:
+    # five probes all in the stated direction: the paired test cannot reach p < 0.05 with five (2 / 2^5)
+    return Observation.from_test(Tested.paired("a > b", [1, 1, 1, 1, 1], [0, 0, 0, 0, 0], ">"))
+
+
+def test_inconclusive_is_counted_and_shown_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The third outcome of a tested claim: counted in ledger.json, a column of ledger.md's and ledger.html's
+    counts, a filter option and row class of the page, a column of the CLI summary, and exit status 0."""
+    import typing
+
+    import harness.claims as claims_mod
+    from harness.cli.main import app
+    from harness.ledger import VERDICTS, expected_observed
+
+    ledger = run_claims([*_claims()[:1], Claim("T-5", "cross", "rec", "tested", "consequence", _inconclusive)],
+                        progress=False)
+    row = ledger.rows[1]
+    assert row.verdict == "inconclusive" and row.measured["inconclusive_tests"] == ["a > b"]
+    assert ledger.counts()["cross"]["inconclusive"] == 1 and ledger.counts()["all"]["inconclusive"] == 1
+    [(name, want, got, ok)] = expected_observed(row.measured)
+    assert name.startswith("a > b (paired randomization") and want == "> 0, Holm p < 0.05"
+    assert got.endswith(": inconclusive") and ok is False
+    paths = write_all(ledger, tmp_path / "out")
+    data = json.loads(paths[0].read_text())
+    assert data["counts"]["all"]["inconclusive"] == 1 and data["rows"][1]["verdict"] == "inconclusive"
+    md = paths[1].read_text()
+    assert "| scope | holds | refuted | inconclusive | error | skipped |" in md
+    assert "| all | 1 | 0 | 1 | 0 | 0 |" in md and "### T-5 [inconclusive]" in md
+    page = paths[2].read_text()
+    assert "<th>inconclusive</th>" in page and "<option value='inconclusive'>inconclusive</option>" in page
+    assert "class='inconclusive' id='t-5'" in page and ".inconclusive{" in page
+    assert set(typing.get_args(claims_mod.Verdict)) == set(VERDICTS)  # the ledger shows every verdict
+
+    claims_mod.discover()
+    monkeypatch.setitem(claims_mod._REGISTRY, "HAR-98",
+                        Claim("HAR-98", "harness", "test", "tested", "consequence", _inconclusive))
+    res = CliRunner().invoke(app, ["claims", "--id", "HAR-98", "--out", str(tmp_path / "cli")], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output  # as for holds: only an error fails the command
+    assert "inconclusive" in res.output
+    header = next(line for line in res.output.splitlines() if "scope" in line)
+    assert [w for w in re.split(r"[\s┃│|]+", header) if w] == ["scope", "holds", "refuted", "inconclusive", "error",
+                                                                "skipped"]

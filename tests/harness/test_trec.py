@@ -108,9 +108,6 @@ def test_ir_measures_reads_memsims_numbers_at_session_level(tmp_path):
     _check_against_memsim(tmp_path, queries, ["turn", "session"])
 
 
-@pytest.mark.xfail(strict=True, reason="harness.workloads.metrics.ranked_metrics keeps a repeated session at its "
-                   "LAST rank (its run dict is built with later slots overwriting earlier scores), while its "
-                   "docstring and the run files keep the first; fixing that one line makes this pass")
 def test_session_level_with_repeated_sessions_matches_memsim(tmp_path):
     queries = [(query_id("conv-1", 0), ["D1:1"], ["D1:1", "D2:1", "D3:1", "D4:1", "D5:1", "D6:1", "D1:2"])]
     _write(tmp_path, queries)
