@@ -397,11 +397,21 @@ def test_xd11_xd12_hold_and_turn_refuted_when_the_rule_is_broken(monkeypatch: py
     from harness.claims import all_claims
     from harness.ledger import run_claim
 
-    def verdict(cid: str) -> str:
+    def result(cid: str):
         (c,) = all_claims(ids=[cid])
-        return run_claim(c).verdict
+        return run_claim(c)
 
-    assert verdict("XD-11") == "holds" and verdict("XD-12") == "holds"
+    def verdict(cid: str) -> str:
+        return result(cid).verdict
+
+    # XD-11 on the four shipped conversations: observation units ahead of dialog turns on the same category 1
+    # questions, by a margin the paired test does not separate from chance (111 questions: inconclusive, never
+    # refuted); XD-12 is an identity of the evidence rule
+    xd11 = result("XD-11")
+    (test,) = xd11.measured["tests"]
+    assert xd11.verdict in ("holds", "inconclusive") and test["estimate"] > 0
+    assert xd11.verdict == test["outcome"] and (test["p_holm"] < 0.05) == (xd11.verdict == "holds")
+    assert verdict("XD-12") == "holds"
     real = pp.question_recall
 
     def split_recall(evidence, retrieved, *, session_rule=False):  # the "fix" upstream does not make
@@ -411,7 +421,10 @@ def test_xd11_xd12_hold_and_turn_refuted_when_the_rule_is_broken(monkeypatch: py
     monkeypatch.setattr(pp, "question_recall", split_recall)
     assert verdict("XD-12") == "refuted"
     monkeypatch.undo()
-    monkeypatch.setattr(pp, "observation_units", pp.dialog_units)  # observations no better than turns
+    real_units = pp.observation_units
+    # observations that credit no turn (as if their provenance were dropped): dialog turns ahead, significantly
+    monkeypatch.setattr(pp, "observation_units",
+                        lambda conv: [pp.Unit(text=u.text, ids=(), date_time=u.date_time) for u in real_units(conv)])
     assert verdict("XD-11") == "refuted"
 
 

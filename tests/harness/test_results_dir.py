@@ -90,7 +90,8 @@ BENCHES = {"selectors": ("selectors", [], "selectors"), "cbr-loop": ("cbr_loop",
            "ep-engine": ("ep_engine", [], "ep-engine"), "capture-path": ("capture_path", ["store.kuzu"], "capture_path"),
            "ann": ("ann", [], "ann"), "hosts": ("hosts", [], "hosts"),
            "longmemeval": ("longmemeval", ["--data", "lme.json"], "longmemeval"),
-           "longmemeval-scale": ("longmemeval_scale", [], "longmemeval-scale")}
+           "longmemeval-scale": ("longmemeval_scale", [], "longmemeval-scale"),
+           "stats-coverage": ("stats_coverage", [], "stats-coverage"), "stats-speed": ("stats_speed", [], "stats-speed")}
 COMMITTED = Path("benchmarks") / "results"  # the committed results folder, relative to the clone
 
 
