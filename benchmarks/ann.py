@@ -364,7 +364,7 @@ def render_md(payload: dict[str, Any]) -> str:
         "efSearch sweep (recall and latency trade-off):\n\n"
         + md_table(["N", "M", "efSearch", f"validation recall@{K}", f"test recall@{K}", "test p50 (ms)",
                     "test p95 (ms)"], sweep, floatfmt=".4f") + "\n\n"
-        + meta_block(meta) + "\n")
+        + meta_block(meta, payload.get("run")) + "\n")
 
 
 def make_figure(payload: dict[str, Any]) -> Any:
@@ -437,7 +437,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, points: Sequence[i
             "examples": sentences(seed, "base", 0, 5), "wall_s": time.perf_counter() - t_start}
     payload: dict[str, Any] = {"meta": meta, "sizes": res, "embedding": embedding_throughput(seed)}
     payload["levels"] = levels(payload)
-    return write_results(out_dir, NAME, payload, render_md(payload), make_figure(payload))
+    return write_results(out_dir, NAME, payload, render_md, make_figure(payload))
 
 
 def rerender(out_dir: Path) -> list[Path]:

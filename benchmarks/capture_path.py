@@ -234,6 +234,9 @@ def render_markdown(result: dict[str, Any]) -> str:
     lines += ["## Expected levels", "", "| level | measured | met |", "|---|---|---|"]
     for lv in result["levels"]:
         lines.append(f"| {lv['level']} | {lv['measured']} | {'yes' if lv['met'] else 'no'} |")
+    from harness.runs import code_text
+
+    lines += ["", f"Code: {code_text(result.get('run'))}."]
     return "\n".join(lines) + "\n"
 
 
@@ -275,7 +278,7 @@ def run(out_dir: Path, store: Path, *, captures: int = 7, memory: bool = True, b
     if memory:
         result["memory"] = memory_section(store)
     result["levels"] = levels(result)
-    paths = write_results(out_dir, "capture_path", result, render_markdown(result), None)
+    paths = write_results(out_dir, "capture_path", result, render_markdown, None)
     echo(render_markdown(result))
     return paths
 

@@ -181,7 +181,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, rounds: int | None
             "seeds": {"world": seed, "rounds": [seed + 500 + r for r in range(rounds)], "planner": seed},
             "rounds": rounds, "per_round": per_round, "policy": POLICY, "wall_s": time.perf_counter() - t_start}
     payload = {"name": "cbr-loop", "meta": meta, "arms": arms, "k_sweep": _k_sweep(arms)}
-    return write_results(out_dir, "cbr-loop", payload, render_markdown(payload), _figure(payload))
+    return write_results(out_dir, "cbr-loop", payload, render_markdown, _figure(payload))
 
 
 def _mean_acc(arm: dict[str, Any]) -> float:
@@ -237,7 +237,7 @@ def render_markdown(p: dict[str, Any]) -> str:
     lines.append(md_table(("arm", *[f"K={k}" for k in ks]),
                           [(LABELS[a], *[by[(a, k)]["mean_accuracy"] if (a, k) in by else float("nan") for k in ks])
                            for a in ("np", "oracle")]))
-    lines += ["", _k_explanation(p), "", "![cbr-loop](cbr-loop.png)", "", meta_block(m)]
+    lines += ["", _k_explanation(p), "", "![cbr-loop](cbr-loop.png)", "", meta_block(m, p.get("run"))]
     return "\n".join(lines)
 
 

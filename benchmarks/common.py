@@ -85,14 +85,25 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], floatfmt: st
     return "\n".join(out)
 
 
-def meta_block(meta: dict[str, Any]) -> str:
-    """Markdown footer describing the machine, date, versions and seeds."""
+def seeds_text(seeds: dict[str, Any] | None) -> str:
+    """The run's own seeds in words (``seed 0``, ``world 0, queries 77``), or ``none``."""
+    return ", ".join(f"{k} {v}" for k, v in (seeds or {}).items()) or "none"
+
+
+def meta_block(meta: dict[str, Any], run: dict[str, Any] | None = None) -> str:
+    """Markdown footer describing the machine, date, the run's own seeds (sampling and arms; a data file's
+    generator seed is named with the data), wall time, versions and the code the results came from (``run``: the
+    payload's top-level ``run`` block, :func:`harness.runs.run_record`; results written before it existed say
+    ``code not recorded``)."""
+    from harness.runs import code_text
+
     m = meta["machine"]
     vers = ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v)
     return (f"_Run {m['date_utc']} on {m['cpu']} ({m['affinity_cpus']} usable cores of {m['cpu_count']}, "
             f"{m['mem_total_gib']} GiB, torch threads {m['torch_threads']}), {m['platform']}, Python "
-            f"{m['python']}. Seeds: {json.dumps(meta.get('seeds', {}))}. Quick: {meta.get('quick')}. "
-            f"Wall time {meta.get('wall_s', 0):.0f} s. Versions: {vers}._")
+            f"{m['python']}. This run's own seeds (not the data's): {seeds_text(meta.get('seeds'))}. Quick: "
+            f"{meta.get('quick')}. Wall time {meta.get('wall_s', 0):.0f} s. Versions: {vers}. Code: "
+            f"{code_text(run)}._")
 
 
 def _jsonable(o: Any) -> Any:
@@ -114,24 +125,55 @@ def _jsonable(o: Any) -> Any:
     return o
 
 
-def write_results(out_dir: Path, name: str, payload: dict[str, Any], markdown: str, figure: Any | None) -> list[Path]:
-    """Write ``<name>.json``, ``<name>.md`` and (given a matplotlib figure) ``<name>.png``; return the paths."""
+def stamp_run(payload: dict[str, Any]) -> dict[str, Any]:
+    """Give ``payload`` its top-level ``run`` block (:func:`harness.runs.run_record`: memsim version, git commit,
+    diff hash of the package code, command, wall time) unless it has one; returns ``payload``. Call it before
+    rendering the page, so the page shows the code (:func:`meta_block`). The wall time is the running
+    ``owned_run``'s (the whole command), else the payload's ``meta.wall_s``."""
+    from harness.runs import current_wall_s, run_record
+
+    if "run" not in payload:
+        meta = payload.get("meta") if isinstance(payload.get("meta"), dict) else {}
+        wall = current_wall_s()
+        if wall is None:
+            wall = meta.get("wall_s", payload.get("wall_s"))
+        payload["run"] = run_record(wall if isinstance(wall, int | float) else None)
+    return payload
+
+
+def write_results(out_dir: Path, name: str, payload: dict[str, Any], markdown: str | Callable[[dict[str, Any]], str],
+                  figure: Any | None) -> list[Path]:
+    """Write ``<name>.json``, ``<name>.md`` and (given a matplotlib figure) ``<name>.png``; return the paths.
+
+    A run that measured ``payload`` passes the page's renderer as ``markdown``: the payload first gets its ``run``
+    block (:func:`stamp_run`, the code it ran on), then the page is rendered from it, so the JSON and the page
+    name the same code. Rendered text is written as given, with the payload as it is: that is how stored results
+    are re-rendered (their ``run`` block, or its absence, is theirs, not the current code's). Each file is
+    written atomically (a temp file and a rename), the JSON last."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    if callable(markdown):
+        text = markdown(stamp_run(payload))
+    else:
+        text = markdown
     paths = []
-    jp = out_dir / f"{name}.json"
-    jp.write_text(json.dumps(_jsonable(payload), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    paths.append(jp)
     mp = out_dir / f"{name}.md"
-    mp.write_text(markdown.rstrip() + "\n", encoding="utf-8")
+    write_atomic(mp, (text.rstrip() + "\n").encode("utf-8"), None, f"{name}.md.write")
     paths.append(mp)
     if figure is not None:
-        pp = out_dir / f"{name}.png"
-        figure.savefig(pp, dpi=110, bbox_inches="tight")
+        import io
+
         import matplotlib.pyplot as plt
 
+        pp = out_dir / f"{name}.png"
+        buf = io.BytesIO()
+        figure.savefig(buf, format="png", dpi=110, bbox_inches="tight")
         plt.close(figure)
+        write_atomic(pp, buf.getvalue(), None, f"{name}.png.write")
         paths.append(pp)
-    return paths
+    jp = out_dir / f"{name}.json"
+    data = json.dumps(_jsonable(payload), indent=2, ensure_ascii=False) + "\n"
+    write_atomic(jp, data.encode("utf-8"), None, f"{name}.json.write")
+    return [jp, *paths]
 
 
 def default_out_dir(quick: bool = False) -> Path:

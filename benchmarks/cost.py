@@ -343,15 +343,17 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable | 
     payload = {"name": "cost", "meta": meta, **result, "ratios": ratios,
                "levels": expected_levels(result, _engines_beside(out_dir)),
                "notes": notes}
-    return write_results(out_dir, "cost", payload, render_markdown(payload), _figure(payload))
+    return write_results(out_dir, "cost", payload, render_markdown, _figure(payload))
 
 
 def _engines_beside(out_dir: Path) -> dict[str, Any] | None:
     """The ``engines.json`` payload of the same results folder, if there is one (its shipped-bank NP figure is
-    quoted beside this run's NP level)."""
+    quoted beside this run's NP level; the folder a run is published to, not its staging folder)."""
     import json
 
-    path = out_dir / "engines.json"
+    from harness.runs import published_folder
+
+    path = published_folder(out_dir) / "engines.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
@@ -606,7 +608,7 @@ def render_markdown(p: dict[str, Any]) -> str:
                          "" if lv["met"] else lv.get("why", "")) for lv in p["levels"]])]
     if p.get("notes"):
         lines += ["", *[f"- {n}" for n in p["notes"]]]
-    lines += ["", "![cost](cost.png)", "", meta_block(p["meta"])]
+    lines += ["", "![cost](cost.png)", "", meta_block(p["meta"], p.get("run"))]
     return "\n".join(lines)
 
 

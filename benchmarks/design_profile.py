@@ -434,9 +434,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
         ap.error("--questions must be at least 1")
     payload = profile(args.data, questions=args.questions, start=args.start, arms=args.arms, embed=args.embed, seed=args.seed,
                       echo=lambda s: print(s, file=sys.stderr, flush=True))
-    md = render_markdown(payload)
-    paths = write_results(args.out, NAME, payload, md, None)
-    print(md)
+    paths = write_results(args.out, NAME, payload, render_markdown, None)
+    print(render_markdown(payload))
     for p in paths:
         print(f"wrote {p}")
     return paths

@@ -472,7 +472,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Any = None,
     meta = {"machine": machine_description(), "seeds": {"graph": seed}, "quick": quick, "sizes": sizes,
             "wall_s": time.perf_counter() - t_start}
     payload = {"meta": meta, **res}
-    return write_results(out_dir, NAME, payload, render_md(payload), plot(res))
+    return write_results(out_dir, NAME, payload, render_md, plot(res))
 
 
 def _met(x: bool | None) -> str:
@@ -517,7 +517,7 @@ def render_md(payload: dict[str, Any]) -> str:
             + md_table(["what", "size", "before", "after", "speed-up", "checks"], rows) + "\n\n"
             "Dream pass phases (s):\n\n" + md_table(["phase", "before", "after"], phases) + "\n\n"
             "Expected levels:\n\n" + md_table(["level", "measured", "met"], lv) + "\n\n"
-            + meta_block(meta) + "\n")
+            + meta_block(meta, payload.get("run")) + "\n")
 
 
 def rerender(out_dir: Path) -> list[Path]:
@@ -530,10 +530,13 @@ def rerender(out_dir: Path) -> list[Path]:
 
 
 def _beside(out_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The ``serve.json`` and ``cost.json`` payloads of the same results folder (None where absent)."""
+    """The ``serve.json`` and ``cost.json`` payloads of the same results folder (None where absent; the folder a
+    run is published to, not its staging folder: ``harness.runs.published_folder``)."""
+    from harness.runs import published_folder
+
     found = []
     for name in ("serve", "cost"):
-        path = out_dir / f"{name}.json"
+        path = published_folder(out_dir) / f"{name}.json"
         found.append(json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None)
     return found[0], found[1]
 

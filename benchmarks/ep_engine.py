@@ -433,7 +433,7 @@ def render(payload: dict[str, Any]) -> str:
             "## Where the fused engine's time goes (one instrumented run)\n\n"
             + md_table(["part", "s", "share"], parts) + "\n\n"
             "## Dream pass phases (median s)\n\n"
-            + md_table(["phase", "before", "after"], phases) + "\n\n" + sd_md + eig_md + meta_block(meta) + "\n")
+            + md_table(["phase", "before", "after"], phases) + "\n\n" + sd_md + eig_md + meta_block(meta, payload.get("run")) + "\n")
 
 
 def _kw(opts: dict[str, str]) -> str:
@@ -532,8 +532,19 @@ def main(argv: list[str] | None = None, track: Any = None) -> list[Path]:
         md.write_text(render(json.loads(src.read_text(encoding="utf-8"))).rstrip() + "\n", encoding="utf-8")
         print(f"wrote {md}")
         return [md]
-    sizes = {"ep": 300, "dream": 1000} if args.quick else {"ep": 2000, "dream": 10000}
-    repeat = args.repeat or (1 if args.quick else 3)
+    paths = run(args.out or default_out_dir(args.quick), quick=args.quick, seed=args.seed, repeat=args.repeat,
+                dream_repeat=args.dream_repeat, track=track)
+    for p in paths:
+        print(f"wrote {p}")
+    return paths
+
+
+def run(out_dir: Path, *, quick: bool = False, seed: int = 0, repeat: int | None = None, dream_repeat: int = 1,
+        track: Callable[..., Any] | None = None) -> list[Path]:
+    """Measure every section (quick: a 300-factor run_ep and a 1,000-factor dream, one repeat) and write
+    ``ep-engine.{json,md}`` to ``out_dir``; returns the written paths."""
+    sizes = {"ep": 300, "dream": 1000} if quick else {"ep": 2000, "dream": 10000}
+    repeat = repeat or (1 if quick else 3)
     t_start = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="ep_engine_"))
     res: dict[str, Any] = {}
@@ -541,24 +552,20 @@ def main(argv: list[str] | None = None, track: Any = None) -> list[Path]:
         with given_or_own(track) as shown:
             for step in shown(["ep", "eig", "dream", "second_dream"], description="ep-engine"):
                 if step == "ep":
-                    res["ep"] = ep_section(sizes["ep"], args.seed, repeat)
+                    res["ep"] = ep_section(sizes["ep"], seed, repeat)
                 elif step == "eig":
-                    res["eig"] = eig_section(sizes["ep"], args.seed, repeat)
+                    res["eig"] = eig_section(sizes["ep"], seed, repeat)
                 elif step == "dream":
-                    res["dream"] = dream_section(sizes["dream"], args.seed, tmp, args.dream_repeat)
+                    res["dream"] = dream_section(sizes["dream"], seed, tmp, dream_repeat)
                 else:
-                    res["second_dream"] = second_dream_section(sizes["dream"], args.seed, tmp)
+                    res["second_dream"] = second_dream_section(sizes["dream"], seed, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     res["levels"] = levels(res)
-    res["meta"] = {"machine": machine_description(), "seeds": {"graph": args.seed}, "quick": args.quick,
+    res["meta"] = {"machine": machine_description(), "seeds": {"graph": seed}, "quick": quick,
                    "sizes": sizes, "wall_s": time.perf_counter() - t_start}
-    out_dir = args.out or default_out_dir(args.quick)
     payload = json.loads(json.dumps(res))
-    paths = write_results(out_dir, NAME, payload, render(payload), None)
-    for p in paths:
-        print(f"wrote {p}")
-    return paths
+    return write_results(out_dir, NAME, payload, render, None)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,8 +213,35 @@ def render_markdown(payload: dict[str, Any]) -> str:
           "(scipy `roots_jacobi`, cached on exact parameters), which dominates the EP time. `converged False` means the "
           "pass hit `max_iter` = 50: it still flushes beliefs and messages but stamps no freshness (spec 9.4, 9.7); "
           "flush time includes one `ConfidenceChanged` feed event per written claim.\n\n"
-          + md_table(headers, table, ".3f") + "\n\n" + meta_block(meta) + "\n")
+          + md_table(headers, table, ".3f") + "\n\n" + meta_block(meta, payload.get("run")) + "\n")
     return md
+
+
+def run(out_dir: Path, *, quick: bool = False, seed: int = 0, echo: Callable[[str], None] = print,
+        track: Any = None) -> list[Path]:
+    """Measure every size (quick: 100 and 1,000 factors, one repeat) and write ``ep_scaling.{json,md,png}`` to
+    ``out_dir``; returns the written paths."""
+    sizes = [100, 1000] if quick else [100, 1000, 10000]
+    t_start = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="ep_scaling_"))
+    rows = []
+    try:
+        with given_or_own(track) as shown:
+            for n in shown(sizes, description="ep_scaling sizes"):
+                repeat = 1 if (quick or n >= 10000) else 3
+                echo(f"ep_scaling: {n} factors x {repeat} ...")
+                rows.append(measure(n, seed, repeat, tmp))
+                r = rows[-1]
+                echo(f"  pass {r['wall_median_s']:.2f} s, iterations {r['passes'][0]['iterations']} "
+                     f"(plain {r['plain_iterations']}), converged {r['passes'][0]['converged']}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    meta = {"machine": machine_description(), "seeds": {"graph": seed}, "quick": quick,
+            "wall_s": time.perf_counter() - t_start, "sizes": sizes}
+    payload = {"meta": meta, "rows": rows}
+    paths = write_results(out_dir, NAME, payload, render_markdown, plot(rows))
+    echo(json.dumps({r["factors"]: round(r["wall_median_s"], 3) for r in rows}))
+    return paths
 
 
 def main(argv: list[str] | None = None, track: Any = None) -> list[Path]:
@@ -223,29 +251,10 @@ def main(argv: list[str] | None = None, track: Any = None) -> list[Path]:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    sizes = [100, 1000] if args.quick else [100, 1000, 10000]
-    t_start = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix="ep_scaling_"))
-    rows = []
-    try:
-        with given_or_own(track) as shown:
-            for n in shown(sizes, description="ep_scaling sizes"):
-                repeat = 1 if (args.quick or n >= 10000) else 3
-                print(f"ep_scaling: {n} factors x {repeat} ...", flush=True)
-                rows.append(measure(n, args.seed, repeat, tmp))
-                r = rows[-1]
-                print(f"  pass {r['wall_median_s']:.2f} s, iterations {r['passes'][0]['iterations']} "
-                      f"(plain {r['plain_iterations']}), converged {r['passes'][0]['converged']}", flush=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    meta = {"machine": machine_description(), "seeds": {"graph": args.seed}, "quick": args.quick,
-            "wall_s": time.perf_counter() - t_start, "sizes": sizes}
-    out_dir = args.out or default_out_dir(args.quick)
-    payload = {"meta": meta, "rows": rows}
-    paths = write_results(out_dir, NAME, payload, render_markdown(payload), plot(rows))
+    paths = run(args.out or default_out_dir(args.quick), quick=args.quick, seed=args.seed,
+                echo=lambda text: print(text, flush=True), track=track)
     for p in paths:
         print(f"wrote {p}")
-    print(json.dumps({r["factors"]: round(r["wall_median_s"], 3) for r in rows}))
     return paths
 
 

@@ -51,6 +51,7 @@ from benchmarks.common import (
     _jsonable,
     machine_description,
     set_torch_threads,
+    stamp_run,
     write_atomic,
     write_results,
 )
@@ -152,13 +153,14 @@ def quick_slice(conv: Conversation) -> Conversation:
     return small.model_copy(update={"probes": picked})
 
 
-TIMING_KEY = re.compile(r"(^|_)(ms|s)(_|$)|latency|wall|peak|rss|machine|date|encoder_cache|workers")
+TIMING_KEY = re.compile(r"(^|_)(ms|s)(_|$)|latency|wall|peak|rss|machine|date|encoder_cache|workers|^run$")
 
 
 def without_timings(obj: Any) -> Any:
     """``obj`` (a results JSON or part of it) without what depends on time, machine or worker count: keys naming
     milliseconds or seconds (``*_ms``, ``*_s``, ``ms`` inside a name), latency, wall time, peak memory, the
-    machine, dates, the encoder cache's hit counts and the worker count. What is left (metrics, rankings,
+    machine, dates, the encoder cache's hit counts, the worker count and the ``run`` block (the code, command and
+    wall time of the run that wrote it). What is left (metrics, rankings,
     delivered ids and texts, statuses) must be equal for a serial and a parallel run."""
     if isinstance(obj, dict):
         return {k: without_timings(v) for k, v in obj.items() if not TIMING_KEY.search(str(k))}
@@ -491,7 +493,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     }
     payload["wall_s"] = payload["meta"]["wall_s"]
     payload["levels"] = levels(payload["wall_s"], payload["peak_rss_mb"], payload["config"]["arms"])
-    return write_results(out_dir, NAME, payload, markdown(payload), figure(payload)) + placed + paths
+    return write_results(out_dir, NAME, payload, markdown, figure(payload)) + placed + paths
 
 
 WORKERS_NAME = "locomo-workers"
@@ -534,7 +536,7 @@ def compare_workers(out_dir: Path, *, workers: tuple[int, ...] = (1, 2, 3), quic
               "runs": runs, "fastest_workers": fastest, "default_workers": DEFAULT_WORKERS,
               "meta": {"machine": machine_description(), "quick": quick,
                        "wall_s": time.perf_counter() - t_start}}
-    md = workers_markdown(result)
+    md = workers_markdown(stamp_run(result))
     jp, mp = out_dir / f"{WORKERS_NAME}.json", out_dir / f"{WORKERS_NAME}.md"
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(jp, (json.dumps(_jsonable(result), indent=2) + "\n").encode("utf-8"), fault_hook,

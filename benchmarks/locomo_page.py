@@ -123,7 +123,8 @@ def markdown(payload: dict[str, Any]) -> str:
                                       q[c["conversation"]]["invalid_evidence"],
                                       q[c["conversation"]]["normalised_evidence"],
                                       q[c["conversation"]]["probes_without_evidence"]] for c in convs]), ""]
-    out.append(f"Peak memory {payload['peak_rss_mb']:.0f} MiB{_workers_note(payload)}. {meta_block(payload['meta'])}")
+    out.append(f"Peak memory {payload['peak_rss_mb']:.0f} MiB{_workers_note(payload)}. "
+               f"{meta_block(payload['meta'], payload.get('run'))}")
     lv = payload.get("levels")
     if lv and not payload["config"].get("quick"):
         out += ["", expected_levels_line(payload)]
@@ -440,6 +441,8 @@ DOCS_END = "<!-- END LOCOMO RESULTS -->"
 def docs_page(payload: dict[str, Any]) -> str:
     """``docs/locomo.md``, rendered from a full run's ``locomo.json``: the results section, the ranked metrics
     and the per-category recall of every row."""
+    from harness.runs import code_text
+
     rows = payload["aggregate"]["rows"]
     order = _order(rows)
     ranked = _ranked_rows(rows, order)
@@ -463,7 +466,8 @@ def docs_page(payload: dict[str, Any]) -> str:
     cats = sorted({int(k) for r in rows.values() for k in r["by_category"]})
     ctable = [[r] + [rows[r]["by_category"].get(str(k), {}).get("evidence_recall") for k in cats] for r in order]
     out += ["## Evidence recall per category", "",
-            md_table(["row"] + [f"{k} {CATEGORY_NAMES.get(k, '')}" for k in cats], ctable), "", DOCS_END]
+            md_table(["row"] + [f"{k} {CATEGORY_NAMES.get(k, '')}" for k in cats], ctable), "",
+            f"Code: {code_text(payload.get('run'))}.", "", DOCS_END]
     return "\n".join(out) + "\n"
 
 
@@ -482,5 +486,5 @@ def workers_markdown(result: dict[str, Any]) -> str:
         "timestamps).", "",
         md_table(["workers", "processes used", "wall s", "speed-up", "peak MiB", "identical"], table), "",
         f"Fastest: {result['fastest_workers']} worker(s); the default is {result['default_workers']}. "
-        + meta_block(result["meta"])])
+        + meta_block(result["meta"], result.get("run"))])
 

@@ -43,7 +43,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import RESULTS_DIR, _jsonable, machine_description, set_torch_threads, write_atomic
+from benchmarks.common import (
+    RESULTS_DIR,
+    _jsonable,
+    machine_description,
+    set_torch_threads,
+    stamp_run,
+    write_atomic,
+)
 from benchmarks.locomo_paper_page import (  # noqa: F401  (re-exported: the docs pages and tests render here)
     BUDGET_STATEMENT,
     LEVEL_LIMIT_S,
@@ -358,7 +365,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     payload["timings"]["level"] = budget_level(protocol_s, payload["timings"]["wall_s"], applies)
     payload["meta"]["wall_s"] = payload["timings"]["wall_s"]
     try:
-        return write(out_dir, payload, fault_hook) + placed
+        return write(out_dir, stamp_run(payload), fault_hook) + placed
     except BaseException:
         _remove(placed, out_dir)
         raise

@@ -231,7 +231,7 @@ def markdown(payload: dict[str, Any]) -> str:
     out += tables(payload)
     out += [f"![recall vs k]({NAME}.png)", ""]
     out += _data_section(payload)
-    out += [_timing_line(payload), "", meta_block(payload["meta"])]
+    out += [_timing_line(payload), "", meta_block(payload["meta"], payload.get("run"))]
     return "\n".join(out)
 
 
@@ -254,7 +254,7 @@ def docs_page(payload: dict[str, Any]) -> str:
            "## Results", ""]
     out += tables(payload)
     out += _data_section(payload)
-    out += ["## Run", "", _timing_line(payload), "", meta_block(payload["meta"]), ""]
+    out += ["## Run", "", _timing_line(payload), "", meta_block(payload["meta"], payload.get("run")), ""]
     return "\n".join(out)
 
 

@@ -75,7 +75,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import longmemeval_exec as ex
-from benchmarks.common import _jsonable, machine_description
+from benchmarks.common import _jsonable, machine_description, stamp_run
 from benchmarks.longmemeval_exec import (  # noqa: F401  (re-exported: tests and the profiler use them)
     NAME,
     QUICK_PM_TRAIN,
@@ -540,6 +540,7 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         sampled = samplers[0].peak_mb if samplers else 0.0
         payload["peak_rss_mb"] = max(peak_rss_mb(), sampled)
         payload["meta"]["wall_s"] = payload["wall_s"] = time.perf_counter() - t_start
+        stamp_run(payload)
         written = outputs.results([(f"{NAME}.png", _png(payload)),
                                    (f"{NAME}.md", render_markdown(payload).encode("utf-8")),
                                    (f"{NAME}.json", (json.dumps(_jsonable(payload), indent=2, ensure_ascii=False)

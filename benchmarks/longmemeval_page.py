@@ -147,7 +147,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
         out.append("Encoder cache (per text, per process): " + "; ".join(
             f"{n} {c['hits']} hits, {c['misses']} misses" for n, c in cache.items()) + ".")
     out += ["", f"Peak memory {payload['peak_rss_mb']:.0f} MiB, {cfg['workers']} worker(s), executor "
-            f"{cfg['executor']}. {meta_block(payload['meta'])}"]
+            f"{cfg['executor']}. {meta_block(payload['meta'], payload.get('run'))}"]
     return "\n".join(out) + "\n"
 
 
@@ -193,7 +193,10 @@ def docs_page(payload: dict[str, Any]) -> str:
     exp = payload["aggregate"].get("expansion")
     if exp:
         out += ["## Tortoise's source-session expansion", "", expansion_table(exp), ""]
-    out += ["## AgentFly PM's training split", "", pm_line(payload["pm"]), ""]
+    from harness.runs import code_text
+
+    out += ["## AgentFly PM's training split", "", pm_line(payload["pm"]), "",
+            f"Code: {code_text(payload.get('run'))}.", ""]
     return "\n".join(out)
 
 

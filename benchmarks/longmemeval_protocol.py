@@ -35,7 +35,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import _jsonable, machine_description, md_table, meta_block, start_run, write_atomic
+from benchmarks.common import (
+    _jsonable,
+    machine_description,
+    md_table,
+    meta_block,
+    stamp_run,
+    start_run,
+    write_atomic,
+)
 from benchmarks.comparison_page import cell, differences_section, method_sentence
 from benchmarks.probe_tables import TrecFiles, interval, present_pairs, safe_row_name, statistics, write_table
 from harness.workloads import lme_retrieval as R
@@ -252,7 +260,7 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
         payload["rows"] = result_rows(run.table)
         payload["statistics"] = run_statistics(run, pairs)
         payload["probes"] = {"file": run.path.name, "rows": len(run.table), "data": label}
-        return write_outputs(out_dir, payload, fault_hook) + placed
+        return write_outputs(out_dir, stamp_run(payload), fault_hook) + placed
     except BaseException:
         from benchmarks.workload_run import remove_placed
 
@@ -454,7 +462,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
     out += no_gold_note(payload)
     out += uncertainty_lines(payload, "**Differences**")
     out += ["**Published numbers** (not measured here; the paper's are on LongMemEval M):", "", _published_table(), "",
-            meta_block(payload["meta"])]
+            meta_block(payload["meta"], payload.get("run"))]
     return "\n".join(out)
 
 
@@ -556,5 +564,5 @@ def docs_page(payload: dict[str, Any]) -> str:
            *uncertainty_lines(payload), "## Every metric of this run", ""]
     out += _tables(payload)
     out += no_gold_note(payload)
-    out += ["## Published numbers", "", _published_table(), "", meta_block(payload["meta"])]
+    out += ["## Published numbers", "", _published_table(), "", meta_block(payload["meta"], payload.get("run"))]
     return "\n".join(out) + "\n"

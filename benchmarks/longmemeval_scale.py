@@ -41,8 +41,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import _jsonable, default_out_dir, machine_description, md_table, write_atomic
+from benchmarks.common import (
+    _jsonable,
+    default_out_dir,
+    machine_description,
+    md_table,
+    stamp_run,
+    write_atomic,
+)
 from benchmarks.progress import Phase, StampedTracker, as_tracker, given_or_own
+from harness.runs import code_text
 
 NAME = "longmemeval-scale"
 PARTS = ("protocol", "designs", "loader")
@@ -347,7 +355,7 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
         "meta": {"machine": machine_description(), "seeds": {"seed": seed}, "quick": quick,
                  "wall_s": time.perf_counter() - t_start},
     }
-    return write_outputs(out_dir, payload, fault_hook)
+    return write_outputs(out_dir, stamp_run(payload), fault_hook)
 
 
 def write_outputs(out_dir: Path, payload: dict[str, Any], fault_hook: Callable[[str], None] | None = None
@@ -467,7 +475,8 @@ def render_markdown(payload: dict[str, Any]) -> str:
         lines += render_section(payload["profile"])
     m = payload["meta"]
     lines += [f"Machine: {m['machine'].get('cpu', '')} ({m['machine'].get('cpu_count', '')} CPUs); "
-              f"wall {m['wall_s']:.0f} s; seed {m['seeds']['seed']}."]
+              f"wall {m['wall_s']:.0f} s; this run's own seed {m['seeds']['seed']}. Code: "
+              f"{code_text(payload.get('run'))}."]
     return "\n".join(lines)
 
 
@@ -553,15 +562,22 @@ def _png(payload: dict[str, Any]) -> bytes | None:
 
 def main(argv: list[str] | None = None, track: Any = None) -> list[Path]:
     """The command line (``track``: the caller's progress display; without one the run opens its own)."""
-    ap = argparse.ArgumentParser(prog="memsim bench longmemeval-scale", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.longmemeval_scale",
+                                 description=" ".join(__doc__.split("\n\n", 1)[0].split()))
     ap.add_argument("--quick", action="store_true", help="20 protocol questions (projected), 2 design questions at "
                                                           "8 and 16 sessions, a ~200 MB loader file")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the generated files (default 0)")
+    ap.add_argument("--out", type=Path, default=None, help="output folder (default: the bench run folder)")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
-    ap.add_argument("--protocol-questions", type=int, default=None)
-    ap.add_argument("--design-questions", type=int, default=None)
-    ap.add_argument("--loader-bytes", type=int, default=None)
+    ap.add_argument("--protocol-questions", type=int, default=None,
+                    help=f"questions of the protocol part (default {FULL['protocol_questions']}; quick "
+                         f"{QUICK['protocol_questions']})")
+    ap.add_argument("--design-questions", type=int, default=None,
+                    help=f"questions per haystack size of the designs part (default {FULL['design_questions']}; "
+                         f"quick {QUICK['design_questions']})")
+    ap.add_argument("--loader-bytes", type=int, default=None,
+                    help=f"size of the loader part's generated file in bytes (default {FULL['loader_bytes']:,}; "
+                         f"quick {QUICK['loader_bytes']:,})")
     a = ap.parse_args(argv)
     parts = [p.strip() for p in a.parts.split(",") if p.strip()]
     try:  # a selection of nothing is a usage error, before any work

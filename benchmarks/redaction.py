@@ -175,7 +175,7 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, per_kind: int 
                "questions_per_pipeline": questions, "results": results, "injection_and_json": extra,
                "benign_sentences": len(BENIGN), "benign_altered": false_pos,
                "seconds": round(time.perf_counter() - t0, 1), "machine": machine_description(), "quick": quick}
-    return write_results(out_dir, "redaction", payload, render_markdown(payload), None)
+    return write_results(out_dir, "redaction", payload, render_markdown, None)
 
 
 def render_markdown(payload: dict[str, Any]) -> str:
@@ -197,7 +197,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
     return "\n\n".join([
         "# Secret redaction in Tortoise (`memsim` benchmarks/redaction.py)",
         meta_block({"machine": payload["machine"], "seeds": {"corpus": seed}, "quick": quick,
-                    "wall_s": payload["seconds"]}),
+                    "wall_s": payload["seconds"]}, payload.get("run")),
         f"Survivors (of {payload['corpus']['secrets']} generated secrets) per pipeline and channel. `faithful` = the "
         "redactor of spec 3.3 (turns only, four shapes); `hardened` = `SimConfig(redactor=\"hardened\")` "
         "(detect-secrets plugins, entropy and .env rules, every stored and spooled text). Volunteer = the blocks of "

@@ -138,8 +138,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, n_cases: int | Non
             "world": world.config() | {"n_cases": n_cases, "n_queries": n_queries, "depth": DEPTH},
             "wall_s": time.perf_counter() - t_start}
     payload = {"name": "selectors", "meta": meta, "rows": rows, "corpus": corpus, "notes": notes}
-    md = render_markdown(payload)
-    return write_results(out_dir, "selectors", payload, md, _figure(rows))
+    return write_results(out_dir, "selectors", payload, render_markdown, _figure(rows))
 
 
 READING = (
@@ -193,7 +192,7 @@ def render_markdown(payload: dict[str, Any]) -> str:
     from benchmarks.corpus import render_corpus_markdown
 
     lines += ["", render_corpus_markdown(payload.get("corpus") or {})]
-    lines += ["", "![selectors](selectors.png)", "", meta_block(meta)]
+    lines += ["", "![selectors](selectors.png)", "", meta_block(meta, payload.get("run"))]
     return "\n".join(lines)
 
 

@@ -587,7 +587,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable | 
         echo(r["text"])
     for lv in payload["levels"]:
         echo(f"{'met' if lv['met'] else 'NOT met'}: {lv['level']} -- {lv['measured']}")
-    return write_results(out_dir, "serve", payload, render_markdown(payload), figure(payload))
+    return write_results(out_dir, "serve", payload, render_markdown, figure(payload))
 
 
 def _p50(row: dict[str, Any], key: str) -> float | None:
@@ -788,7 +788,7 @@ def levels(rows: list[dict[str, Any]], decision_rows: list[dict[str, Any]] | Non
 def render_markdown(p: dict[str, Any]) -> str:
     rows = p["rows"]
     lines = ["# Tortoise hook end to end: cold (no service) vs warm (resident service)", "",
-             meta_block(p["meta"]), "",
+             meta_block(p["meta"], p.get("run")), "",
              "Latency = spawn of `memsim tortoise hook-volunteer --harness claude --db STORE` to its stdout EOF "
              "(the JSON line), in milliseconds. Cold = no service (in-process fallback); warm = the resident "
              "service answers over its Unix socket; legacy = today's typer command body (sentence-transformers, "

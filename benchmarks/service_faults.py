@@ -384,7 +384,7 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
     capacity = run_capacity(capacity_sessions)
     payload = {"stress": stress_res, "kills": kills, "capacity": capacity, "quick": quick, "seed": seed,
                "seconds": round(time.perf_counter() - t0, 1), "machine": machine_description()}
-    return write_results(out_dir, NAME, payload, render(payload), None)
+    return write_results(out_dir, NAME, payload, render, None)
 
 
 def render(p: dict[str, Any]) -> str:
@@ -412,7 +412,7 @@ def render(p: dict[str, Any]) -> str:
     return "\n\n".join([
         "# The Tortoise hook service under faults (`memsim bench service-faults`)",
         meta_block({"machine": p["machine"], "seeds": {"clients": p["seed"]}, "quick": p["quick"],
-                    "wall_s": p["seconds"]}),
+                    "wall_s": p["seconds"]}, p.get("run")),
         "## Stress: good and hostile clients interleaved",
         f"One service process ({s['embedder']} encoder) on a loopback Unix socket; {s['clients']} client threads "
         f"took {s['requests_done'].get('good', 0)} good and {s['requests_done'].get('hostile', 0)} hostile requests "

@@ -342,7 +342,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable[..
                "passes": all(r["passes"] for r in results), "quick": quick,
                "meta": {"machine": machine_description(), "seeds": {"seed": seed}, "quick": quick},
                "run": run_record(time.perf_counter() - t0)}
-    return write_results(out_dir, NAME, payload, render_markdown(payload), None)
+    return write_results(out_dir, NAME, payload, render_markdown, None)
 
 
 _RULE = {"two-sided": "within 2 SE of", "at-least": "at least (2 SE)", "at-most": "at most (+2 SE)",

@@ -80,7 +80,7 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable[..
     payload = {"name": NAME, "result": m, "quick": quick, "level_s": LEVEL_S, "meets_level": m["total_s"] <= LEVEL_S,
                "meta": {"machine": machine_description(), "seeds": {"seed": seed}, "quick": quick},
                "run": run_record(time.perf_counter() - t0)}
-    return write_results(out_dir, NAME, payload, render_markdown(payload), None)
+    return write_results(out_dir, NAME, payload, render_markdown, None)
 
 
 def render_markdown(p: dict[str, Any]) -> str:

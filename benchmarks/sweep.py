@@ -651,6 +651,8 @@ def _fmt(st: dict[str, float]) -> str:
 
 
 def render_markdown(payload: dict[str, Any]) -> str:
+    from harness.runs import code_text
+
     cfg = payload["config"]
     agg = payload["aggregate"]
     metrics = cfg["metrics"] or [cfg["metric"]]
@@ -683,7 +685,8 @@ def render_markdown(payload: dict[str, Any]) -> str:
     lines += [f"![sweep-{cfg['name']}](sweep-{cfg['name']}.png)", "",
               f"_Run {mach['date_utc']} on {mach['cpu']} ({mach['affinity_cpus']} usable cores), Python "
               f"{mach['python']}, torch threads per cell 1; {m['workers']} worker(s); wall {m['wall_s']:.0f} s, "
-              f"sum of cell times {m['cell_seconds']:.0f} s. Reproduce: `memsim bench sweep {m['config_path']}`._"]
+              f"sum of cell times {m['cell_seconds']:.0f} s. Reproduce: `memsim bench sweep {m['config_path']}`. "
+              f"Code: {code_text(payload.get('run'))}._"]
     return "\n".join(lines)
 
 
@@ -753,7 +756,7 @@ def run(config_path: Path, out_dir: Path, *, executor: Literal["local", "ray"] =
                         "cell_seconds": float(sum(r["seconds"] for r in results)),
                         "config_path": str(config_path)},
                "cells": results, "aggregate": aggregate(results, cfg)}
-    return write_results(out_dir, f"sweep-{cfg.name}", payload, render_markdown(payload), figure(payload))
+    return write_results(out_dir, f"sweep-{cfg.name}", payload, render_markdown, figure(payload))
 
 
 def rerender(json_path: Path) -> list[Path]:

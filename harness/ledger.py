@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from harness.claims import Claim, ClaimContext, Observation
+from harness.runs import code_text, published_folder
 
 VERDICTS = ("holds", "refuted", "error", "skipped")
 
@@ -52,6 +53,7 @@ class Ledger(BaseModel):
     machine: str
     python: str
     rows: list[LedgerRow]
+    run: dict[str, Any] | None = None  # harness.runs.run_record of the run that wrote it (None: not recorded)
 
     def counts(self) -> dict[str, dict[str, int]]:
         """``{design: {verdict: n}}`` plus ``{"kind:<k>": {...}}`` and ``{"all": {...}}``."""
@@ -211,7 +213,7 @@ def _md_cell(text: str) -> str:
 def write_markdown(ledger: Ledger, path: Path) -> Path:
     counts = ledger.counts()
     lines = ["# memsim claims ledger", "", f"Created {ledger.created} with memsim {ledger.memsim_version} "
-             f"on {ledger.machine}, Python {ledger.python}.", "",
+             f"on {ledger.machine}, Python {ledger.python}. Code: {code_text(ledger.run)}.", "",
              "| scope | " + " | ".join(VERDICTS) + " |", "|---|" + "---|" * len(VERDICTS)]
     for scope, c in sorted(counts.items(), key=lambda kv: (kv[0] == "all", kv[0])):
         lines.append(f"| {scope} | " + " | ".join(str(c[v]) for v in VERDICTS) + " |")
@@ -380,7 +382,8 @@ def write_html(ledger: Ledger, path: Path) -> Path:
     counts = ledger.counts()
     parts = [_HTML_HEAD, "<h1>memsim claims ledger</h1>",
              f"<p>Created {e(ledger.created)} with memsim {e(ledger.memsim_version)} on {e(ledger.machine)}, "
-             f"Python {e(ledger.python)}. Click a column header to sort (click again to reverse).</p>",
+             f"Python {e(ledger.python)}. Code: {e(code_text(ledger.run))}. Click a column header to sort (click "
+             "again to reverse).</p>",
              "<table class='counts'><thead><tr><th>scope</th>" + "".join(f"<th>{v}</th>" for v in VERDICTS)
              + "</tr></thead><tbody>"]
     for scope, c in sorted(counts.items(), key=lambda kv: (kv[0] == "all", kv[0])):
@@ -403,7 +406,7 @@ def write_html(ledger: Ledger, path: Path) -> Path:
     parts.append("<table class='sortable' id='claims'><thead><tr>"
                  + "".join(f"<th>{h}<span class='dir'></span></th>" for h in heads)
                  + "<th data-nosort='1'>statement, expected vs observed, evidence</th></tr></thead><tbody>")
-    out_dir = path.parent
+    out_dir = published_folder(path.parent)  # links are relative to where the page is published
     for r in ledger.rows:
         prefix, _, num = r.id.partition("-")
         key = f"{prefix}-{int(num):04d}" if num.isdigit() else r.id

@@ -11,10 +11,10 @@ Several runs share one output folder (every ``memsim bench ...`` writes ``<out>/
 - **It starts from fresh working state and never reads its earlier outputs**: everything it writes goes to a new
   staging folder ``<out>/.memsim-partial-<name>-<pid>-<token>/`` (laid out as ``<out>`` itself), so a store, a
   HOME or hook records left by an earlier run are never seen.
-- **It replaces its earlier outputs only when it has finished**: on success the earlier entries of its names are
-  removed (the ``.json`` first, so a reader never pairs an old JSON with new figures) and the staged entries moved
-  into place (the ``.json`` last). Nothing outside its names is touched; a staged entry outside them is an error
-  (a bug in the command), never published.
+- **It replaces its earlier outputs only when it has finished**: on success the earlier entries of each name it
+  wrote are removed (the ``.json`` first, so a reader never pairs an old JSON with new figures) and the staged
+  entries moved into place (the ``.json`` last); a name it wrote nothing under keeps its earlier entries. Nothing
+  outside its names is touched; a staged entry outside them is an error (a bug in the command), never published.
 - **A run that fails, is interrupted (Ctrl-C) or terminated (SIGTERM) leaves nothing**: its staging folder is
   removed and the earlier outputs stay as they were. A run killed outright (SIGKILL, power loss) leaves only its
   hidden staging folder, which no reader opens (every name starts with ``.memsim-partial-``) and which the next run
@@ -27,9 +27,13 @@ State that is *meant* to outlive a run (the data cache, the hosts cache, the emb
 folders, keyed and verified by its own module; docs/cli.md lists it.
 
 :func:`terminated_as_interrupt` turns SIGTERM into :class:`Terminated` (a ``KeyboardInterrupt``), so the clean-up
-above also runs for ``kill`` and job schedulers; the CLI exits 143 for it and 130 for Ctrl-C.
-:func:`run_record` is the provenance block every results JSON carries (memsim version, git commit, a hash of the
-uncommitted package diff, command, wall time).
+above also runs for ``kill`` and job schedulers; the CLI exits 143 for it and 130 for Ctrl-C
+(``harness.cli.run_output.published_run`` is this module at the command line). A run that quotes *another* run's
+published results beside its own finds them through :func:`published_folder`.
+
+:func:`run_record` is the provenance block every results JSON carries under ``run`` (memsim version, git commit, a
+hash of the uncommitted package diff, the command line of :func:`command_line`, the wall time of the running
+:func:`owned_run`); :func:`code_text` is what a page prints after ``Code:`` (``not recorded`` for older results).
 """
 
 from __future__ import annotations
@@ -40,12 +44,14 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -181,8 +187,9 @@ def _json_last(paths: Sequence[Path]) -> list[Path]:
 
 
 def publish(stage: Path, out: Path, names: Sequence[str]) -> list[Path]:
-    """Move what ``stage`` holds for ``names`` into ``out``, replacing the earlier entries of those names; returns
-    the published paths. Raises ``ValueError`` (before touching ``out``) when ``stage`` holds anything else."""
+    """Move what ``stage`` holds for ``names`` into ``out``, replacing the earlier entries of each name the run
+    wrote (a name it wrote nothing under keeps its earlier entries); returns the published paths. Raises
+    ``ValueError`` (before touching ``out``) when ``stage`` holds anything else."""
     staged = {n: _staged_entries(stage, n) for n in names}
     expected = {p for ps in staged.values() for p in ps}
     stray = []
@@ -200,6 +207,8 @@ def publish(stage: Path, out: Path, names: Sequence[str]) -> list[Path]:
                          f"({', '.join(names)})")
     published: list[Path] = []
     for name in names:
+        if not staged[name]:  # the run wrote nothing under this name: the earlier entries stay as they are
+            continue
         old = owned_entries(out, name)
         for p in sorted(old, key=lambda p: p.suffix != ".json"):  # the JSON goes first
             if p.is_dir() and not p.is_symlink():
@@ -220,6 +229,28 @@ def final_path(stage: Path, out: Path, path: Path) -> Path:
     unchanged): what a command prints after ``wrote``."""
     path = Path(path)
     return Path(out) / path.relative_to(stage) if path.is_relative_to(stage) else path
+
+
+def published_folder(path: Path) -> Path:
+    """The folder a path inside a staging folder is published to (``<out>/.memsim-partial-x-1-ab/sub`` ->
+    ``<out>/sub``); any other path unchanged. For a run that quotes *another* run's published results beside its
+    own (``bench cost`` quotes the ``engines.json`` of its output folder), never for its own earlier outputs."""
+    path = Path(path)
+    parts = path.parts
+    for i, part in enumerate(parts):
+        if part.startswith(STAGE_PREFIX):
+            return Path(*parts[:i], *parts[i + 1:])
+    return path
+
+
+_STARTED: list[float] = []
+"""Start times (``time.perf_counter``) of the :func:`owned_run` blocks running in this process, innermost last."""
+
+
+def current_wall_s() -> float | None:
+    """Seconds since the innermost running :func:`owned_run` started (None outside one): the wall time
+    :func:`run_record` records for a run that does not pass its own."""
+    return time.perf_counter() - _STARTED[-1] if _STARTED else None
 
 
 @contextlib.contextmanager
@@ -243,10 +274,12 @@ def owned_run(out: Path, names: Sequence[str], *, refuse_longer_than_s: float | 
     check_replace(out, names, refuse_longer_than_s, overwrite)
     stage = out / f"{_stage_name(names[0])}-{os.getpid()}-{secrets.token_hex(4)}"
     stage.mkdir()
+    _STARTED.append(time.perf_counter())
     try:
         yield stage
         publish(stage, out, names)
     finally:
+        _STARTED.pop()
         shutil.rmtree(stage, ignore_errors=True)
 
 
@@ -296,13 +329,34 @@ def code_identity(refresh: bool = False) -> dict[str, Any]:
     return dict(_IDENTITY)
 
 
+_COMMAND_LINES: list[list[str]] = []
+"""The command lines of the ``memsim`` invocations running in this process (innermost last; see
+:func:`command_line`)."""
+
+
+@contextlib.contextmanager
+def command_line(argv: Sequence[str]) -> Iterator[None]:
+    """While the body runs, :func:`run_record` records ``argv`` as the command (the CLI sets it to the ``memsim``
+    command line it parses, which is also right when the app runs inside another program or a test runner)."""
+    _COMMAND_LINES.append(list(argv))
+    try:
+        yield
+    finally:
+        _COMMAND_LINES.pop()
+
+
 def run_record(wall_s: float | None = None, argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """The ``run`` block of a results JSON: :func:`code_identity`, the command line (``argv``, default the
-    process's), the finish time (UTC) and the wall time in seconds when given."""
+    """The ``run`` block of a results JSON: :func:`code_identity`, the command line (``argv``, else the running
+    :func:`command_line`, else the process's), the finish time (UTC) and the wall time in seconds (``wall_s``,
+    else the running :func:`owned_run`'s so far, else none)."""
+    if wall_s is None:
+        wall_s = current_wall_s()
+    if argv is None and _COMMAND_LINES:
+        argv = _COMMAND_LINES[-1]
     args = list(sys.argv if argv is None else argv)
     if args:
         args[0] = Path(args[0]).name
-    rec: dict[str, Any] = {**code_identity(), "command": " ".join(args),
+    rec: dict[str, Any] = {**code_identity(), "command": shlex.join(args),
                            "finished_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
     if wall_s is not None:
         rec["wall_s"] = round(float(wall_s), 3)
@@ -319,3 +373,17 @@ def describe_code(rec: dict[str, Any]) -> str:
     if rec.get("diff_sha256"):
         text += f" + uncommitted changes (diff sha256 {str(rec['diff_sha256'])[:8]})"
     return text
+
+
+def code_text(run: Mapping[str, Any] | None) -> str:
+    """What a results page says about the code of the ``run`` block it renders: :func:`describe_code` for a
+    :func:`run_record`; for results written before the record existed, ``not recorded`` (or, for a block that
+    kept only a commit, that commit and whether the tree had changes, without a diff hash). Pages print it after
+    ``Code:``."""
+    if isinstance(run, Mapping) and "memsim" in run and "commit" in run:
+        return describe_code(dict(run))
+    legacy = run.get("code") if isinstance(run, Mapping) else None
+    if isinstance(legacy, Mapping) and legacy.get("commit"):
+        changes = " with uncommitted changes (no diff hash recorded)" if legacy.get("modified") else ""
+        return f"commit {str(legacy['commit'])[:7]}{changes}"
+    return "not recorded"

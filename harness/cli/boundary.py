@@ -150,7 +150,10 @@ def guarded(fn: Callable[..., Any], *, hook: bool = False) -> Callable[..., Any]
     A normal command turns any exception that escapes it into one ``error: ...`` line on stderr and exit status
     1 (``typer.Exit``/``click`` exits pass through unchanged; ``EOFError`` would otherwise become click's bare
     ``Aborted.``). A hook command never fails its host: any exception, and any non-zero exit, becomes exit 0
-    with nothing more printed. ``MEMSIM_TRACEBACK=1`` re-raises unexpected exceptions for debugging.
+    with nothing more printed. An interruption exits 130 for Ctrl-C and 143 for SIGTERM (a command that writes
+    results turns SIGTERM into ``harness.runs.Terminated`` so its clean-up runs; see
+    ``harness.cli.run_output.published_run``). ``MEMSIM_TRACEBACK=1`` re-raises unexpected exceptions for
+    debugging.
     """
     if getattr(fn, "__memsim_boundary__", False):
         return fn
@@ -164,10 +167,16 @@ def guarded(fn: Callable[..., Any], *, hook: bool = False) -> Callable[..., Any]
             if hook and getattr(exc, "exit_code", 0):
                 raise typer.Exit(0) from None
             raise
-        except (*CLICK_ERRORS, KeyboardInterrupt):
+        except CLICK_ERRORS:
             if hook:
                 raise typer.Exit(0) from None
             raise
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM where the command turned it into Terminated
+            if hook:
+                raise typer.Exit(0) from None
+            from harness.runs import exit_code_for
+
+            raise typer.Exit(exit_code_for(exc)) from None
         except Exception as exc:  # noqa: BLE001 - this is the boundary
             if hook:
                 raise typer.Exit(0) from None

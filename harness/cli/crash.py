@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.cli.boundary import bad_option, check_output_dir, make_console
+from harness.cli.boundary import bad_option, make_console
 from harness.results_dir import default_out
 
 console = make_console(stderr=True)  # markup and emoji off: paths and messages print as given
@@ -44,8 +44,12 @@ def crash(
     max_points: Annotated[int | None, typer.Option(
         help="At most this many crash points per sequence and mode (a quick look; omit for the full run).")] = None,
     merge: Annotated[bool, typer.Option(
-        help="Update the crash.json already in --out (the same folder it writes): replace the sequences, kills and concurrency cases run now, "
-             "keep the others (for re-running one sequence).")] = False,
+        help="Update the crash.json already in --out (the same folder it writes): replace the sequences, kills and "
+             "concurrency cases run now, keep the others (for re-running one sequence). The one option that reads "
+             "an earlier run's results.")] = False,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="Replace an earlier crash.json in --out even when its run took 30 minutes or more "
+                            "(without it, or --merge, such a run stops before any work).")] = False,
 ) -> None:
     """Enumerate every crash point of each durable write sequence, crash there, restart from disk, check.
 
@@ -72,10 +76,10 @@ def crash(
     if out is None:
         out = default_out("crash")
         console.print(f"writing results to {out} (the default run folder; --out to change)", soft_wrap=True)
-    from harness.cli.run_output import removed_if_empty_on_failure
+    from harness.cli.run_output import LONG_RUN_S, published_run
+    from harness.runs import final_path, run_record
 
-    with removed_if_empty_on_failure(out):  # a failed or interrupted run leaves no empty folder behind
-        check_output_dir(out)
+    with published_run(out, ["crash"], overwrite=overwrite or merge, refuse_longer_than_s=LONG_RUN_S) as stage:
         modes = ("faithful", "hardened") if hardened else ("faithful",)
         t0 = time.perf_counter()
         results = []
@@ -108,10 +112,12 @@ def crash(
                         console.print(f"concurrency: {d} ({mode})")
                         conc.append({"design": d, **fn(mode)})
         report = build_report(results, kills, conc, time.perf_counter() - t0)
-        if merge:
+        if merge:  # the documented exception: it reads the crash.json published in --out
             report = merge_reports(out / "crash.json", report)
-        for r in report["sequences"]:
-            console.print(summary_line(r), soft_wrap=True)
-            console.print(f"  outcomes: {outcome_text(r['outcomes'])}")
-        for p in write_report(report, out):
-            console.print(f"wrote {p}", soft_wrap=True)
+        report["run"] = run_record()
+        written = write_report(report, stage)
+    for r in report["sequences"]:
+        console.print(summary_line(r), soft_wrap=True)
+        console.print(f"  outcomes: {outcome_text(r['outcomes'])}")
+    for p in written:
+        console.print(f"wrote {final_path(stage, out, p)}", soft_wrap=True)

@@ -108,6 +108,17 @@ class TidyGroup(TyperGroup):
         tidy_command(self)
         name_usage_errors(self)
 
+    def main(self, args: Any = None, prog_name: Any = None, **extra: Any) -> Any:
+        """Run the app with its command line known to ``harness.runs.run_record`` (the ``command`` a results JSON
+        records), whether it came from the shell or from a program that runs the app."""
+        import sys
+
+        from harness.runs import command_line
+
+        argv = sys.argv[1:] if args is None else list(args)
+        with command_line(["memsim", *map(str, argv)]):
+            return super().main(args=args, prog_name=prog_name, **extra)
+
     def make_context(self, info_name: Any, args: Any, parent: Any = None, **extra: Any) -> Any:  # noqa: D102
         from harness.cli.boundary import one_line_usage_errors
 
@@ -124,3 +135,28 @@ class TidyGroup(TyperGroup):
         for p in self.params:  # typer adds the completion options after building the group
             _tidy_param(p)
         super().format_help(ctx, formatter)
+
+
+def _fold_long_words() -> None:
+    """Make every option's help text fold a word longer than its column (``$MEMSIM_LONGMEMEVAL_DATA``, a path
+    default) onto the next line instead of cutting it with an ellipsis: typer prints the help through a rich grid
+    whose columns crop (``overflow="ellipsis"``), and a text's own ``overflow`` takes precedence there."""
+    from rich.text import Text
+    from typer import rich_utils
+
+    original = rich_utils._get_parameter_help
+    if getattr(original, "__memsim_fold__", False):
+        return
+
+    def folded(*args: Any, **kwargs: Any) -> Any:
+        columns = original(*args, **kwargs)
+        for item in getattr(columns, "renderables", []):
+            if isinstance(item, Text):
+                item.overflow = "fold"
+        return columns
+
+    folded.__memsim_fold__ = True  # type: ignore[attr-defined]
+    rich_utils._get_parameter_help = folded
+
+
+_fold_long_words()

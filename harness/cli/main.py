@@ -15,19 +15,24 @@ from harness.cli import agentfly, bench, data, fractal, hosts, tortoise
 from harness.cli import compare as compare_cmd
 from harness.cli import crash as crash_cmd
 from harness.cli import explore as explore_cmd
-from harness.cli.boundary import BoundaryTyper, bad_option, check_output_dir, fail, make_console, styled
+from harness.cli.boundary import BoundaryTyper, bad_option, fail, make_console, styled
 from harness.cli.help_format import TidyGroup
 
 # TidyGroup: value placeholders and reflowed prose in every command's --help (harness/cli/help_format.py).
 app = BoundaryTyper(help="memsim: executable reference simulators of three agent-memory designs (Fractal, "
-                       "AgentFly/Memento, Tortoise) and a claims ledger that demonstrates their analysis reports.",
+                       "AgentFly/Memento, Tortoise), a claims ledger that demonstrates their analysis reports, "
+                       "benchmarks on LoCoMo, LongMemEval and synthetic worlds, the designs' hooks inside real agent "
+                       "hosts (Claude Code, Codex), and reliability tools (crash points, fuzzing).",
                   no_args_is_help=True, pretty_exceptions_enable=False, cls=TidyGroup)
 app.add_typer(fractal.app, name="fractal")
 app.add_typer(agentfly.app, name="agentfly")
 app.add_typer(tortoise.app, name="tortoise")
 app.add_typer(bench.app, name="bench")
 app.add_typer(data.app, name="data")
-app.add_typer(hosts.app, name="hosts")
+app.add_typer(hosts.app, name="hosts", help="Agent hosts memsim drives offline (Claude Code, Codex): install them "
+                                            "pinned with npm into memsim's cache folder ($MEMSIM_HOSTS_DIR), list "
+                                            "them, and run scenarios in them against a loopback model server with "
+                                            "the Tortoise hooks.")
 app.command("crash")(crash_cmd.crash)
 app.command("compare")(compare_cmd.compare)
 app.command("explore")(explore_cmd.explore)
@@ -95,14 +100,16 @@ def claims(
             find_locomo()
     except DataPathError as exc:
         raise fail(str(exc)) from None
-    from harness.cli.run_output import removed_if_empty_on_failure
+    from harness.cli.run_output import published_run
+    from harness.runs import final_path, run_record
 
-    with removed_if_empty_on_failure(out):  # an interrupted or failed run leaves no empty folder behind
-        check_output_dir(out)  # before running anything: an unwritable --out fails now, not after every claim
-        for name in ("ledger.json", "ledger.md", "ledger.html"):
-            if (out / name).is_dir():
-                raise fail(f"{out / name}: is a directory; the ledger cannot be written there")
+    for name in ("ledger.json", "ledger.md", "ledger.html"):
+        if (out / name).is_dir():
+            raise fail(f"{out / name}: is a directory; the ledger cannot be written there")
+    with published_run(out, ["ledger"]) as stage:  # never refused: a ledger is re-run, not kept (docs/cli.md)
         ledger = run_claims(selected, seed=seed, data_dir=data, quick=quick)
+        ledger.run = run_record()
+        written = write_all(ledger, stage)
 
     table = Table(title="memsim claims ledger", show_lines=False)
     for col in ("id", "kind", "verdict", "time (s)", "statement"):  # the unit named: seconds per claim
@@ -119,8 +126,8 @@ def claims(
     for scope, c in sorted(ledger.counts().items(), key=lambda kv: (kv[0] == "all", kv[0])):
         summary.add_row(scope, *(str(c[v]) for v in ("holds", "refuted", "error", "skipped")))
     console.print(summary)
-    for p in write_all(ledger, out):
-        console.print(f"wrote {p}", soft_wrap=True)
+    for p in written:
+        console.print(f"wrote {final_path(stage, out, p)}", soft_wrap=True)
     errors = [r.id for r in ledger.rows if r.verdict == "error"]
     if errors:
         console.print(Text.assemble(styled(f"{len(errors)} claim(s) errored:", "bold red"), " ", ", ".join(errors)))
@@ -140,6 +147,9 @@ def fuzz(
     name: Annotated[str, typer.Option(
         help="File name stem of the report: writes <name>.json and <name>.md to --out (e.g. fuzz-10k).")] = "fuzz",
     list_only: Annotated[bool, typer.Option("--list", help="List the targets and their documented outcomes.")] = False,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="Replace an earlier <name>.json in --out even when its run took 30 minutes or more "
+                            "(without it such a run stops before any work).")] = False,
 ) -> None:
     """Fuzz every loader (hypothesis): Fractal session/replay files, AgentFly banks, pairs, pool and dataset, Tortoise
     hook stdin, spool files and CLI inputs, LoCoMo. Exit 1 when any input crashes or leaves a partial write."""
@@ -161,7 +171,7 @@ def fuzz(
     for tname in chosen:
         if tname not in known:
             raise bad_option("--target", tname, known)
-    if not name or name in (".", "..") or any(c in name for c in "/\\") or name != name.strip():
+    if not name or name.startswith(".") or any(c in name for c in "/\\") or name != name.strip():
         raise bad_option("--name", name, "a plain file name stem (no folder), e.g. fuzz-10k")
     if out is None:
         from harness.results_dir import default_out
@@ -169,26 +179,28 @@ def fuzz(
         out = default_out("fuzz")
         console.print(f"writing results to {out} (the default run folder; --out to change)", soft_wrap=True)
     import shlex
+    import tempfile
 
-    from harness.cli.run_output import removed_if_empty_on_failure
-    from harness.reliability.fuzz import code_version
+    from harness.cli.run_output import LONG_RUN_S, published_run
+    from harness.runs import final_path
 
     argv = ["memsim", "fuzz", *(x for t in (target or []) for x in ("--target", t)), "--examples", str(examples),
             "--seed", str(seed), *([] if specials else ["--no-specials"]), "--out", str(out), "--name", name]
-    report = {"examples": examples, "seed": seed, "name": name, "planned": chosen, "command": shlex.join(argv),
-              "code": code_version()}  # taken once: every rewrite names the code all its targets ran on
+    report = {"examples": examples, "seed": seed, "name": name, "planned": chosen, "command": shlex.join(argv)}
     results = []
-    with removed_if_empty_on_failure(out):  # a run stopped before its first report leaves no empty folder
-        check_output_dir(out)
+    # hypothesis's own files (its unicode tables, the constants it collects) belong to this run alone: a temporary
+    # folder, removed with it, so a run never reads what an earlier one left
+    with published_run(out, [name], overwrite=overwrite, refuse_longer_than_s=LONG_RUN_S) as stage, \
+            tempfile.TemporaryDirectory(prefix="memsim-fuzz-hypothesis-") as hypothesis_dir:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=make_console(stderr=True)) as progress:
             bar = progress.add_task("fuzz targets", total=len(chosen))
             for tname in chosen:
                 progress.update(bar, description=f"fuzz {tname}")
                 results.append(run_target(tname, examples, seed, specials=specials,
-                                          storage_dir=out / ".hypothesis"))  # not in the current directory
-                write_report(results, out, **report)  # after every target: a killed run keeps its part
+                                          storage_dir=Path(hypothesis_dir)))
                 progress.advance(bar)
+        written = write_report(results, stage, **report)
     if console.is_terminal and console.width >= 120:
         table = Table(title=f"memsim fuzz ({examples} generated inputs per target)")
         for col in ("target", "examples", "accepted", "skipped", "rejected", "crash", "partial write", "time (s)"):
@@ -202,8 +214,8 @@ def fuzz(
     else:  # piped or narrow: one entry per target, its full name, the counts in words, wrapped between words
         for line in fuzz_lines(results, examples, console.width):
             console.print(line, soft_wrap=True)
-    for p in write_report(results, out, **report):
-        console.print(f"wrote {p}", soft_wrap=True)
+    for p in written:
+        console.print(f"wrote {final_path(stage, out, p)}", soft_wrap=True)
     bad = summarize(results)["failing_targets"]
     if bad:
         console.print(Text.assemble(styled("crash or partial write in:", "bold red"), " ", ", ".join(bad)))

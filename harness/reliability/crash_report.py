@@ -53,6 +53,21 @@ def _outcome_cols(o: dict[str, int]) -> tuple[int, int, int, int, int]:
     return o.get("ok", 0), n("lost"), n("duplicate"), n("disagree"), n("start_error")
 
 
+def code_lines(report: dict[str, Any]) -> list[str]:
+    """What the page says about the code the report came from: the run's (``code not recorded`` for a report
+    written before runs recorded it) and, for a report merged over earlier ones (``--merge``), theirs."""
+    from harness.runs import code_text
+
+    run = report.get("run")
+    lines = [f"Code: {code_text(run)}" + (f"; command `{run['command']}`." if isinstance(run, dict) and
+                                          run.get("command") else ".")]
+    earlier = report.get("merged_over") or []
+    if earlier:
+        lines.append("Merged over earlier runs (the sequences this run did not repeat are theirs): "
+                     + "; ".join(code_text(r) for r in earlier) + ".")
+    return lines
+
+
 def render_md(report: dict[str, Any]) -> str:
     lines = ["# Crash-point explorer results", "",
              f"Generated {report['generated']} by `memsim crash` in {report['seconds']} s. Each sequence was run once "
@@ -61,7 +76,7 @@ def render_md(report: dict[str, Any]) -> str:
              "through its own loaders and its invariants were checked. A crash point counts under every failure "
              "it shows (lost acknowledged items, duplicates, files that disagree, a restart that fails without "
              "naming the file). A restart refused with an error naming the file is counted ok for the design but shown "
-             "under *refused*: a hardened option is held to a clean restart.", "",
+             "under *refused*: a hardened option is held to a clean restart.", "", *code_lines(report), "",
              "| design | sequence | mode | steps | step events | crash points | ok | lost | duplicate | disagree | "
              "start error | refused | s |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in report["sequences"]:
@@ -105,10 +120,13 @@ def render_md(report: dict[str, Any]) -> str:
 
 
 def write_report(report: dict[str, Any], out: Path) -> list[Path]:
+    """``crash.md`` then ``crash.json`` in ``out``, each atomically; returns ``[json, md]``."""
+    from harness.atomic import write_atomic
+
     out.mkdir(parents=True, exist_ok=True)
     j, m = out / "crash.json", out / "crash.md"
-    j.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
-    m.write_text(render_md(report), encoding="utf-8")
+    write_atomic(m, render_md(report).encode("utf-8"), None, "crash.md.write")
+    write_atomic(j, (json.dumps(report, indent=2, default=str) + "\n").encode("utf-8"), None, "crash.json.write")
     return [j, m]
 
 
@@ -134,7 +152,8 @@ def summary_table(report: dict[str, Any]) -> str:
 
 def merge_reports(existing: Path, new: dict[str, Any]) -> dict[str, Any]:
     """``new`` laid over the report in ``existing`` (if any): sequences keyed by (sequence, mode), kills by
-    (sequence, mode), concurrency cases by (design, mode); totals recomputed; ``seconds`` summed per part."""
+    (sequence, mode), concurrency cases by (design, mode); totals recomputed; ``seconds`` summed per part; the
+    earlier report's ``run`` block (and those it was merged over) kept under ``merged_over``."""
     if not existing.exists():
         return new
     old = json.loads(existing.read_text(encoding="utf-8"))
@@ -145,6 +164,7 @@ def merge_reports(existing: Path, new: dict[str, Any]) -> dict[str, Any]:
         return list(merged.values())
 
     out = dict(new)
+    out["merged_over"] = [*old.get("merged_over", []), old.get("run")]  # each earlier run's code (None: unrecorded)
     out["sequences"] = lay("sequences", ("sequence", "mode"))
     out["kills"] = lay("kills", ("sequence", "mode"))
     out["concurrency"] = lay("concurrency", ("design", "mode"))

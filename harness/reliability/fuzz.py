@@ -27,7 +27,7 @@ of the file, 5,000-digit numbers, 100,000-deep nesting, ...) run first for every
 
 ``run_target(name, examples, seed)`` runs one target and returns counts per outcome plus the first failing inputs;
 ``memsim fuzz`` runs them all and writes ``<name>.{json,md}`` (default ``fuzz``) to its output folder, and keeps
-hypothesis's own files (its unicode tables; no example database: ``database=None``) in ``<output folder>/.hypothesis``
+hypothesis's own files (its unicode tables; no example database: ``database=None``) in a temporary folder of the run
 rather than in the current directory (``run_target(..., storage_dir=...)``).
 
 A CLI loader's error line is classified on its text with terminal escape codes removed (:func:`plain_text`): in a
@@ -91,29 +91,40 @@ def write_report(results: list[dict[str, Any]], out_dir: Path, *, examples: int,
                  planned: list[str] | None = None, command: str | None = None,
                  code: dict[str, Any] | None = None) -> list[Path]:
     """``<name>.json`` (every count, the first failing inputs) and ``<name>.md`` (one row per target), rendered
-    from the same payload. ``planned``: every target the run was asked for (a run killed part-way says how many
-    finished); ``command``: the command line that wrote the files; ``code``: :func:`code_version` taken once at
-    the start of the run, so every rewrite names the code all its targets ran on."""
+    from the same payload, each atomically (the JSON last). ``planned``: every target the run was asked for;
+    ``command``: the command line that wrote the files; the payload's ``run`` block is
+    :func:`harness.runs.run_record` (memsim version, commit, diff hash of the package code, wall time of the
+    running ``owned_run``) with the date, Python and platform; ``code`` (the older :func:`code_version` block) is
+    kept there when given."""
     import platform
     from datetime import UTC, datetime
+
+    from harness.atomic import write_atomic
+    from harness.runs import run_record
 
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = summarize(results)
     planned = planned if planned is not None else [r["target"] for r in results]
+    run = {**run_record(), "date_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+           "python": platform.python_version(), "platform": platform.platform()}
+    if command is not None:
+        run["command"] = command
+    if code is not None:
+        run["code"] = code
     payload = {"examples_per_target": examples, "seed": seed, "specials_per_target": len(_specials(b"{}", False)),
-               "summary": summary, "targets": results, "targets_planned": planned,
-               "run": {"date_utc": datetime.now(UTC).isoformat(timespec="seconds"), "python": platform.python_version(),
-                       "platform": platform.platform(), "command": command,
-                       "code": code if code is not None else code_version()}}
+               "summary": summary, "targets": results, "targets_planned": planned, "run": run}
     jp = out_dir / f"{name}.json"
-    jp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     mp = out_dir / f"{name}.md"
-    mp.write_text(render_md(payload), encoding="utf-8")
+    write_atomic(mp, render_md(payload).encode("utf-8"), None, f"{name}.md.write")
+    write_atomic(jp, (json.dumps(payload, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), None,
+                 f"{name}.json.write")
     return [jp, mp]
 
 
 def render_md(payload: dict[str, Any]) -> str:
     """The md report of one fuzz payload (as :func:`write_report` writes it), every number read from it."""
+    from harness.runs import code_text
+
     results, summary = payload["targets"], payload["summary"]
     examples, seed = payload["examples_per_target"], payload["seed"]
     run = payload.get("run", {})
@@ -126,12 +137,10 @@ def render_md(payload: dict[str, Any]) -> str:
     documented = "\n".join(f"- `{r['target']}`: {r['documented']}" for r in results)
     failures = "\n".join(f"- `{r['target']}` {f['outcome']}: {f['input']} -> {f['detail']}"
                          for r in results for f in r["failures"]) or "none"
-    code = run.get("code") or {}
     provenance = ["One run"]
     if run.get("command"):
         provenance.append(f"of `{run['command']}`")
-    if code.get("commit"):
-        provenance.append(f"on commit `{code['commit'][:12]}`" + (" with local changes" if code.get("modified") else ""))
+    provenance.append(f"(code: {code_text(run)})")
     if run.get("date_utc"):
         provenance.append(f"(last written {run['date_utc']})")
     finished = len(results)

@@ -73,8 +73,8 @@ def hypothesis_home(directory: Path | None) -> Iterator[None]:
 def run_target(name: str, examples: int, seed: int = 0, *, specials: bool = True,
                skip_specials: tuple[str, ...] = (), storage_dir: Path | None = None) -> dict[str, Any]:
     """Run the specials (when asked; minus the families in ``skip_specials``) and ``examples`` generated inputs
-    through one target. ``storage_dir`` is where hypothesis keeps its files (``memsim fuzz`` passes
-    ``<out>/.hypothesis``); ``None`` leaves them where hypothesis puts them by default (``./.hypothesis``)."""
+    through one target. ``storage_dir`` is where hypothesis keeps its files (``memsim fuzz`` passes a temporary
+    folder of the run); ``None`` leaves them where hypothesis puts them by default (``./.hypothesis``)."""
     from hypothesis import HealthCheck, Phase, given, settings
 
     target = targets()[name]

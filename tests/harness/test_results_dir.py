@@ -80,14 +80,17 @@ def test_fuzz_writes_to_its_run_folder(clone):
     assert (clone / "memsim-results" / "fuzz" / "fuzz.json").is_file()
 
 
-# every bench command, with its benchmark module's run() replaced by one that records where it was told to write
-BENCHES = {"selectors": ("selectors", []), "cbr-loop": ("cbr_loop", []), "cost": ("cost", []),
-           "locomo": ("locomo", ["--data", "locomo10.json"]), "serve": ("serve", []), "engines": ("engines", []),
-           "sweep": ("sweep", ["any.yaml"]), "redaction": ("redaction", []), "ep-scaling": ("ep_scaling", []),
-           "service-faults": ("service_faults", []), "ep-engine": ("ep_engine", []),
-           "capture-path": ("capture_path", ["store.kuzu"]), "ann": ("ann", []), "hosts": ("hosts", []),
-           "longmemeval": ("longmemeval", ["--data", "lme.json"]), "longmemeval-scale": ("longmemeval_scale", [])}
-MAIN_ARGV = ("ep-scaling", "ep-engine", "longmemeval-scale")  # these call the script's main(argv), which parses --out
+# every bench command, with its benchmark module's run() replaced by one that records where it was told to write:
+# command -> (module, arguments, the name its run owns)
+BENCHES = {"selectors": ("selectors", [], "selectors"), "cbr-loop": ("cbr_loop", [], "cbr-loop"),
+           "cost": ("cost", [], "cost"), "locomo": ("locomo", ["--data", "locomo10.json"], "locomo"),
+           "serve": ("serve", [], "serve"), "engines": ("engines", [], "engines"),
+           "sweep": ("sweep", ["any.yaml"], "sweep-any"), "redaction": ("redaction", [], "redaction"),
+           "ep-scaling": ("ep_scaling", [], "ep_scaling"), "service-faults": ("service_faults", [], "service-faults"),
+           "ep-engine": ("ep_engine", [], "ep-engine"), "capture-path": ("capture_path", ["store.kuzu"], "capture_path"),
+           "ann": ("ann", [], "ann"), "hosts": ("hosts", [], "hosts"),
+           "longmemeval": ("longmemeval", ["--data", "lme.json"], "longmemeval"),
+           "longmemeval-scale": ("longmemeval_scale", [], "longmemeval-scale")}
 COMMITTED = Path("benchmarks") / "results"  # the committed results folder, relative to the clone
 
 
@@ -100,21 +103,26 @@ def test_every_bench_command_is_covered_here():
 @pytest.mark.parametrize("quick", [False, True])
 @pytest.mark.parametrize("bench", sorted(BENCHES))
 def test_every_bench_defaults_to_the_run_folder(clone, monkeypatch, bench, quick):
-    module, args = BENCHES[bench]
+    from types import SimpleNamespace
+
+    from harness.runs import STAGE_PREFIX, published_folder
+
+    module, args, name = BENCHES[bench]
     mod = importlib.import_module(f"benchmarks.{module}")
     seen: list[Path] = []
 
     def fake_run(*a, **kw):
-        out_dir = a[1] if bench == "sweep" else a[0]
-        if bench in MAIN_ARGV:
-            out_dir = a[0][a[0].index("--out") + 1]
-        seen.append(Path(out_dir))
-        p = Path(out_dir) / f"{bench}.json"
-        if Path(out_dir) != COMMITTED:  # told to write the committed folder: the fake leaves it as it is
+        stage = Path(a[1] if bench == "sweep" else a[0])
+        assert stage.name.startswith(STAGE_PREFIX)  # the run writes into its staging folder
+        seen.append(published_folder(stage))
+        p = stage / f"{name}.json"
+        if published_folder(stage) != COMMITTED:  # told to write the committed folder: the fake writes nothing
             p.write_text("{}\n", encoding="utf-8")
         return [p]
 
-    monkeypatch.setattr(mod, "main" if bench in MAIN_ARGV else "run", fake_run)
+    monkeypatch.setattr(mod, "run", fake_run)
+    if bench == "sweep":  # the sweep file names the run
+        monkeypatch.setattr(mod, "load_config", lambda path: SimpleNamespace(name="any"))
     (clone / "locomo10.json").write_text("[]\n", encoding="utf-8")  # locomo checks its data exists before the work
     (clone / "store.kuzu").write_bytes(b"")  # capture-path checks its store exists before the work
     (clone / "lme.json").write_text("[]\n", encoding="utf-8")  # longmemeval checks its data exists before the work
@@ -123,16 +131,18 @@ def test_every_bench_defaults_to_the_run_folder(clone, monkeypatch, bench, quick
     assert res.exit_code == 0, res.output
     run = clone / "memsim-results" / "bench"
     assert seen == [run]
-    assert f"wrote {run / (bench + '.json')}" in res.output.replace("\n", "")
-    # --out names another folder: the benchmark is told to write exactly there
+    assert f"wrote {run / (name + '.json')}" in res.output.replace("\n", "")
+    assert sorted(p.name for p in run.iterdir()) == [f"{name}.json"]
+    # --out names another folder: the benchmark's results are published exactly there
     seen.clear()
     res = runner.invoke(app, ["bench", bench, *args, *flags, "--no-progress", "--out", "mine"])
     assert res.exit_code == 0, res.output
-    assert seen == [Path("mine")]
+    assert seen == [Path("mine")] and (clone / "mine" / f"{name}.json").is_file()
     # ... and --out naming the clone's committed folder (a user may rewrite it on purpose) is passed through as
     # well, not redirected to the run folder (the fixture checks that the fake left the committed files alone)
     seen.clear()
-    res = runner.invoke(app, ["bench", bench, *args, *flags, "--no-progress", "--out", str(COMMITTED)])
+    res = runner.invoke(app, ["bench", bench, *args, *flags, "--no-progress", "--out", str(COMMITTED),
+                              "--overwrite"])
     assert res.exit_code == 0, res.output
     assert seen == [COMMITTED]
     assert (clone / COMMITTED).is_dir() and (clone / COMMITTED / "cost.json").is_file()

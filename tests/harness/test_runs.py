@@ -143,3 +143,23 @@ def test_the_run_record_names_the_code() -> None:
     assert runs.describe_code({"memsim": "0.1.0"}) == "memsim 0.1.0 (not a git checkout)"
     assert "uncommitted changes (diff sha256 abcdef01)" in runs.describe_code(
         {"memsim": "0.1.0", "commit": "0123456789", "diff_sha256": "abcdef0123"})
+
+
+def test_a_name_the_run_wrote_nothing_under_keeps_its_earlier_entries(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "serve.json").write_text("earlier")
+    with runs.owned_run(out, ["serve", "engines"]) as stage:
+        (stage / "engines.json").write_text("{}")
+    assert _files(out) == ["engines.json", "serve.json"] and (out / "serve.json").read_text() == "earlier"
+
+
+def test_published_folder_and_the_runs_wall_clock(tmp_path: Path) -> None:
+    assert runs.current_wall_s() is None
+    with runs.owned_run(tmp_path, ["cost"]) as stage:
+        assert runs.published_folder(stage) == tmp_path
+        assert runs.published_folder(stage / "cost" / "x.json") == tmp_path / "cost" / "x.json"
+        assert runs.current_wall_s() is not None and runs.run_record()["wall_s"] >= 0
+        (stage / "cost.json").write_text("{}")
+    assert runs.current_wall_s() is None and "wall_s" not in runs.run_record()
+    assert runs.published_folder(tmp_path / "plain") == tmp_path / "plain"

@@ -130,14 +130,14 @@ def test_writing_commands_say_what_they_wrote(tmp_path, monkeypatch):
 
 
 def test_bench_says_where_results_go(capsys, tmp_path, monkeypatch):
-    from harness.cli import bench
+    from harness.cli import bench_run
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MEMSIM_RESULTS_DIR", raising=False)
-    bench._run(lambda out_dir, quick, track: [], None, True, False)
+    bench_run.run_bench(lambda out_dir, quick, track: [], ["x"], None, quick=True, progress=False)
     printed = " ".join(capsys.readouterr().out.split())
     assert f"writing results to {tmp_path / 'memsim-results' / 'bench'} (the default run folder" in printed
-    bench._run(lambda out_dir, quick, track: [], Path("elsewhere"), True, False)
+    bench_run.run_bench(lambda out_dir, quick, track: [], ["x"], Path("elsewhere"), quick=True, progress=False)
     assert "writing results" not in capsys.readouterr().out
 
 
@@ -211,3 +211,51 @@ def test_agentfly_bad_input_line_gives_the_file_and_the_message(capsys):
 
     _bad_input(ValueError("pool row 3 has no 'question'"), "pool.jsonl")
     assert capsys.readouterr().err.strip() == "error: pool.jsonl: pool row 3 has no 'question'"
+
+
+# ------------------------------------------------------------------ 80 columns, and a newcomer's first look
+def _help80(path: list[str]) -> str:
+    res = CliRunner().invoke(app, [*path, "--help"], terminal_width=80, env={"COLUMNS": "80"})
+    assert res.exit_code == 0, (path, res.output)
+    return res.output
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: " ".join(p) or "memsim")
+def test_help_at_80_columns_cuts_nothing(path):
+    """A word longer than its column (an environment variable, a default path) folds onto the next line; it is
+    never cut with an ellipsis (``$MEMSIM_LONGMEMEVAL_…``)."""
+    out = _help80(path)
+    assert "…" not in out, [line for line in out.splitlines() if "…" in line]
+
+
+def test_bench_longmemeval_help_shows_its_defaults_whole_at_80_columns():
+    flat = "".join(line.strip("│ ").replace(" ", "") for line in _help80(["bench", "longmemeval"]).splitlines())
+    for text in ("$MEMSIM_LONGMEMEVAL_DATA", "./memsim-results/bench", "$MEMSIM_RESULTS_DIR/bench"):
+        assert text in flat, text
+
+
+def test_memsim_help_names_every_capability():
+    """A newcomer reading ``memsim --help`` finds what memsim does: each group's line names its commands' work."""
+    listing = " ".join(_help80([]).split())
+    for needle in ("claims ledger", "LoCoMo", "LongMemEval", "agent hosts", "crash points", "fuzzing"):
+        assert needle in listing.split("Options")[0], needle
+    commands = listing.split("Commands")[-1]
+    hosts = commands.split(" hosts ", 1)[1]
+    assert all(w in hosts for w in ("install", "list", "run scenarios")), hosts
+    bench = commands.split(" bench ", 1)[1].split(" data ", 1)[0]
+    assert all(w in bench for w in ("LoCoMo", "LongMemEval", "hosts")), bench
+
+
+def test_longmemeval_scale_script_help_names_itself_and_ends_its_sentence(capsys):
+    from benchmarks import longmemeval_scale
+
+    with pytest.raises(SystemExit):
+        longmemeval_scale.main(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m benchmarks.longmemeval_scale") and "memsim bench" not in out, out
+    description = " ".join(out.split("\n\n")[1].split())
+    assert description.endswith("peak memory on a multi-GB file."), description
+    entries = re.split(r"\n  (?=-)", out.split("options:", 1)[1])
+    for option in ("--seed", "--out", "--protocol-questions", "--design-questions", "--loader-bytes"):
+        (entry,) = [e for e in entries if e.startswith(option)]
+        assert "default" in entry, entry  # every option says what it does and its default
