@@ -16,6 +16,7 @@ from harness.stats.intervals import format_interval
 
 NO_STATS = ("This run's results predate the per-probe table, so its numbers are shown without intervals; a re-run "
             "adds them.")
+NO_PAIRS = "No paired comparisons either, for the same reason: a re-run tests the comparator pairs."
 
 
 def cell(stats: Mapping[str, Any] | None, metric: str, row: str, value: float | None, *, digits: int = 3,
@@ -72,7 +73,7 @@ def differences_section(stats: Mapping[str, Any] | None, *, heading: str = "## D
     labels = labels or {}
     out = [heading, ""]
     if not stats:
-        return out + [NO_STATS, ""]
+        return out + [NO_PAIRS, ""]
     pairs = stats.get("pairs") or []
     family = stats.get("family") or []
     if not pairs:

@@ -274,6 +274,28 @@ def run_statistics(run: Any, pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
                                    pairs=present_pairs(pairs, rows), pair_metrics=PAIR_METRICS)}
 
 
+def recompute(run: Any, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``payload`` (a results JSON) holds that its per-probe table determines, and the same recomputed from
+    ``run`` (the table read back): every row's and every conversation's summaries, the design measurements and the
+    statistics."""
+    from harness.probes import select
+
+    parts = ("headline", "by_category")
+    rows = payload["aggregate"]["rows"]
+    held = {"rows": {r: {k: rows[r][k] for k in (*parts, "meta_means")} for r in rows},
+            "conversations": {c["conversation"]: {r: {k: s[k] for k in parts} for r, s in c["summary"].items()}
+                              for c in payload["conversations"]},
+            "statistics": payload["statistics"]}
+    metas = metric_means(run.table)
+    got = {"rows": {r: {**{k: s[k] for k in parts}, "meta_means": metas.get(r, {})}
+                    for r, s in summaries(run.table, {}).items()},
+           "conversations": {c: {r: {k: s[k] for k in parts} for r, s in
+                                 summaries(select(run.table, {"cluster": c}), {}).items()}
+                             for c in held["conversations"]},
+           "statistics": run_statistics(run, run.meta["config"]["pairs"])}
+    return held, got
+
+
 # ---------------------------------------------------------------------------------- conversations in parallel
 _EVENTS: Any = None  # a worker's queue to the parent (progress and echo), set by _worker_init
 

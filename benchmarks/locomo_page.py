@@ -454,7 +454,8 @@ def docs_page(payload: dict[str, Any]) -> str:
            DOCS_BEGIN, "",
            readme_section(payload, figure_path=None, heading="## What the run shows").rstrip(), "",
            "## Every row (categories 1-4)", "", headline_table(rows, order, stats=_stats(payload)), "",
-           *uncertainty_lines(payload)]
+           *uncertainty_lines(payload), "## Cost and time (categories 1-4)", "",
+           cost_table(rows, order, lm=bool(payload["config"].get("lm"))), ""]
     if ranked:
         out += ["## Ranked metrics", "",
                 "recall_any@k: at least one evidence turn (session) in the row's top k; recall_all@k: all of them; "

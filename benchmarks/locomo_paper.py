@@ -256,6 +256,17 @@ def design_rows(table: Any, status: dict[str, Any], row_arm: dict[str, str]) -> 
     return out
 
 
+def recompute(run: Any, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``payload`` (a results JSON) holds that its per-probe table determines (every row's recall per category
+    and overall, tokens and question count; the statistics), and the same recomputed from ``run``."""
+    numbers = _numbers(run.table)
+    named = [row_name(r) for r in payload["rows"] + payload["design_rows"]]
+    held = {"rows": {row_name(r): {k: r[k] for k in ("recall", "tokens_cl100k", "n_questions")}
+                     for r in payload["rows"] + payload["design_rows"]}, "statistics": payload["statistics"]}
+    return held, {"rows": {n: numbers.get(n, _NONE) for n in named},
+                  "statistics": run_statistics(run, named, run.meta["config"]["pairs"])}
+
+
 def run_statistics(run: Any, rows: Sequence[str], pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
     """Intervals of every row's recall and tokens over all questions (``overall``, with the comparator pairs on
     recall) and of its recall per category (``"1"`` .. ``"5"``), questions resampled within each conversation."""

@@ -334,6 +334,16 @@ def run_statistics(run: Any, pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
                                   pairs=present_pairs(pairs, rows), pair_metrics=PAIR_METRICS)}
 
 
+def recompute(run: Any, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``payload`` (a results JSON) holds that its per-probe table determines, and the same recomputed from
+    ``run`` (the table read back): every row's summaries, the expansion pair and the statistics."""
+    agg = payload["aggregate"]
+    again = aggregate([], run.table)
+    held = {"rows": agg["rows"], "expansion": agg["expansion"], "statistics": payload["statistics"]}
+    return held, {"rows": again["rows"], "expansion": again["expansion"],
+                  "statistics": run_statistics(run, run.meta["config"]["pairs"])}
+
+
 def _mean(xs: Iterable[float | None]) -> float | None:
     vals = [float(x) for x in xs if x is not None]
     return sum(vals) / len(vals) if vals else None

@@ -333,6 +333,13 @@ def result_rows(table: Any) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: (order[row_key(r)], list(AVERAGING_SETS).index(r["averaging"])))
 
 
+def recompute(run: Any, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``payload`` (a results JSON) holds that its per-probe table determines (the rows under both averagings,
+    per type; the statistics), and the same recomputed from ``run``."""
+    return ({"rows": payload["rows"], "statistics": payload["statistics"]},
+            {"rows": result_rows(run.table), "statistics": run_statistics(run, run.meta["config"]["pairs"])})
+
+
 def run_statistics(run: Any, pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
     """Per averaging, the intervals of every scored run on the headline and figure metrics; under ``paper`` also
     the comparator pairs on the headline metrics (questions resampled as one set)."""

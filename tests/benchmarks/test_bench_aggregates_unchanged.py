@@ -5,8 +5,10 @@ The snapshot ``tests/benchmarks/data/bench_aggregates_snapshot.json`` holds, for
 aggregates of its results JSON on a small slice (the hand-made LongMemEval questions of ``lme_fixture`` and the
 two-session LoCoMo conversation of the paper-protocol tests), with what depends on time or machine removed. It was
 written by the code before the table existed (``python -m tests.benchmarks.test_bench_aggregates_unchanged
---write``). The test runs the same slices and compares every number (relative tolerance 1e-12: a mean summed in
-another order may differ in its last bit) and every other value exactly. The LoCoMo design run has its own
+--write``, :func:`run_slices`). The test reads the same aggregates from the shared quick runs
+(``tests/benchmarks/bench_runs.py``: the same data and settings, plus a second retriever and two more arms, whose
+rows it leaves out) and compares every number (relative tolerance 1e-12: a mean summed in another order may differ
+in its last bit) and every other value exactly. The LoCoMo design run has its own
 snapshot (``tests/harness/test_locomo_unchanged.py``).
 """
 
@@ -18,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from tests.harness import lme_fixture as fx
@@ -37,7 +40,7 @@ def _conv_file(path: Path) -> Path:
 
 
 def run_slices(tmp: Path) -> dict[str, Any]:
-    """Each bench's aggregates on its slice, without timings."""
+    """Each bench's aggregates on its slice, without timings (how the snapshot was written)."""
     from benchmarks import locomo_paper, longmemeval, longmemeval_protocol
     from benchmarks.locomo import without_timings
 
@@ -57,6 +60,23 @@ def run_slices(tmp: Path) -> dict[str, Any]:
     return json.loads(json.dumps(out))
 
 
+def shared_slices(factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The same aggregates from the shared quick runs (``bench_runs``), which add retrievers and arms the slices
+    did not have: their bm25 rows and the slices' design rows are compared."""
+    from benchmarks.locomo import without_timings
+    from tests.benchmarks.bench_runs import bench_run
+
+    agg = bench_run("longmemeval", factory).payload["aggregate"]
+    proto = bench_run("longmemeval-protocol", factory).payload
+    paper = bench_run("locomo-paper", factory).payload
+    keep = {"oracle", "bm25@4", "bm25@8"}
+    return json.loads(json.dumps({
+        "longmemeval": without_timings({"rows": agg["rows"], "expansion": agg["expansion"]}),
+        "longmemeval-protocol": [r for r in proto["rows"] if r["retriever"] == "bm25"],
+        "locomo-paper": {"rows": [r for r in paper["rows"] if r["retriever"] == "bm25"],
+                         "design_rows": [r for r in paper["design_rows"] if r["retriever"] in keep]}}))
+
+
 def close(a: Any, b: Any, where: str = "") -> list[str]:
     """Every place where ``a`` and ``b`` differ (numbers within 1e-12 relative are equal)."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -74,10 +94,9 @@ def close(a: Any, b: Any, where: str = "") -> list[str]:
     return [] if a == b else [f"{where}: {a!r} != {b!r}"]
 
 
-def test_aggregates_equal_the_pre_table_snapshot(tmp_path: Path) -> None:
+def test_aggregates_equal_the_pre_table_snapshot(tmp_path_factory: pytest.TempPathFactory) -> None:
     expected = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
-    got = run_slices(tmp_path)
-    assert close(got, expected) == []
+    assert close(shared_slices(tmp_path_factory), expected) == []
 
 
 if __name__ == "__main__" and "--write" in sys.argv:
