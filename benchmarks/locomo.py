@@ -176,8 +176,9 @@ FRACTAL_TEXT_SIZE = re.compile(r"^(tokens|chars|text_sha1)")
 def comparable(obj: Any, fractal: bool = False) -> Any:
     """``without_timings(obj)`` less what Fractal's prompt takes from the wall clock: its history JSON carries the
     run's timestamps and random turn ids (FRA-02), so the size and digest of its delivered text differ between
-    any two runs, serial or not. Fractal's token and character counts and text digest are left out, its excerpt
-    is kept with timestamps and ids masked; its recall, stored recall and delivered ids stay."""
+    any two runs, serial or not. Fractal's token and character counts and text digest are left out (and so are the
+    intervals of its token counts), its excerpt is kept with timestamps and ids masked; its recall, stored recall
+    and delivered ids stay."""
     def walk(x: Any, fr: bool) -> Any:
         if isinstance(x, dict):
             fr = fr or x.get("row") == "fractal"
@@ -185,6 +186,8 @@ def comparable(obj: Any, fractal: bool = False) -> Any:
             for k, v in x.items():
                 if fr and FRACTAL_TEXT_SIZE.match(str(k)):
                     continue
+                if FRACTAL_TEXT_SIZE.match(str(k)) and isinstance(v, dict) and "fractal" in v:  # per-row intervals
+                    v = {r: iv for r, iv in v.items() if r != "fractal"}
                 out[k] = WALL_CLOCK.sub("#", v) if fr and k == "text_excerpt" else walk(v, fr or k == "fractal")
             return out
         if isinstance(x, list):
@@ -192,8 +195,6 @@ def comparable(obj: Any, fractal: bool = False) -> Any:
         return x
 
     return walk(without_timings(obj), fractal)
-
-
 
 
 def quick_conversations(chosen: list[Conversation], named: bool) -> list[Conversation]:

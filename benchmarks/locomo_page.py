@@ -450,7 +450,10 @@ def docs_page(payload: dict[str, Any]) -> str:
            "The cross-design LoCoMo benchmark (`memsim bench locomo`, described under "
            "[Benchmarks](benchmarks.md)) as last committed. Everything between the markers below is rendered "
            "from `benchmarks/results/locomo.json` by `python -m benchmarks.locomo --docs`; the figure is "
-           "`benchmarks/results/locomo.png` and the delivered texts are in `benchmarks/results/locomo.md`.", "",
+           "`benchmarks/results/locomo.png` and the delivered texts are in `benchmarks/results/locomo.md`."
+           + (" Every question's numbers are in `benchmarks/results/locomo.probes.parquet`, the per-probe table every "
+              "number below is computed from ([Reading comparisons](comparisons.md) loads it)."
+              if payload.get("probes") else ""), "",
            DOCS_BEGIN, "",
            readme_section(payload, figure_path=None, heading="## What the run shows").rstrip(), "",
            "## Every row (categories 1-4)", "", headline_table(rows, order, stats=_stats(payload)), "",
