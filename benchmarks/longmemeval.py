@@ -507,9 +507,11 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         results: list[dict[str, Any]] = []
         caches: dict[int, dict[str, Any]] = {}
         outcomes = ex.in_file_order(fresh, order, journal)
+        kept = ex.Kept(out_dir, label)
         with mode, contextlib.closing(outcomes):
             for got in track(outcomes, description="LongMemEval questions", total=n_questions, unit="questions"):
                 outputs.add(got.pop("delivered"))
+                kept.add(got)
                 caches[got.pop("pid")] = got.pop("encoder_cache")
                 results.append(got)
         if not pm_model and need_pm:
@@ -536,8 +538,8 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         table = finish_design_run(out_dir, NAME, rows, data=label["label"], config={"data": src.name, **cfg,
                                                                                     "pairs": pairs},
                                   probe_sets={"answerable": {"abstention": False}}, stratify=False,
-                                  headline_metrics=PAIR_METRICS, writer=_store_writer(out_dir, label, results),
-                                  trec=_trec(results), explore=explore, echo=echo, fault_hook=fault_hook,
+                                  headline_metrics=PAIR_METRICS, writer=kept.writer,
+                                  trec=kept.trec, explore=explore, echo=echo, fault_hook=fault_hook,
                                   placed=outputs.placed)
         payload = _payload(src, label, results, aggregate(results, table.table), pm, caches,
                            arm_names if arms is not None else [], stats, locals_cfg=cfg)
@@ -563,34 +565,6 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         raise
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
-
-
-def _store_writer(out_dir: Path, label: dict[str, Any], results: Sequence[dict[str, Any]]) -> Any:
-    """The run's delivery store, from each question's record (a question id met again is kept once)."""
-    from harness.deliveries import DeliveryWriter, deliveries_path
-
-    writer = DeliveryWriter(deliveries_path(out_dir, NAME), data=label["label"], synthetic=bool(label["synthetic"]))
-    seen: set[str] = set()
-    for res in results:
-        for rec in res["deliveries"]:
-            if rec["id"] not in seen:
-                seen.add(rec["id"])
-                writer.add_record(rec)
-    return writer
-
-
-def _trec(results: Sequence[dict[str, Any]]) -> TrecFiles:
-    """The run's TREC files from each question's rankings (a question id met again is ``<id>#<n>``, as in the
-    per-probe table)."""
-    from harness.trec import query_id
-
-    trec = TrecFiles()
-    seen: dict[str, int] = {}
-    for res in results:
-        n = seen[res["question_id"]] = seen.get(res["question_id"], 0) + 1
-        key = res["question_id"] if n == 1 else f"{res['question_id']}#{n}"
-        trec.merge(res["trec"], query=query_id(key, key))
-    return trec
 
 
 def _payload(src: Path, label: dict[str, Any], results: list[dict[str, Any]], agg: dict[str, Any],

@@ -8,7 +8,8 @@
   bounded window of questions in flight, outcomes in file order) and :func:`ray_pool` (Ray tasks; ``address`` joins a
   cluster). Each runs :func:`benchmarks.longmemeval.one_question` per question.
 - **PM, resume, files**: PM's one training (:func:`first_pass`, :func:`train_pm`), the resume journal
-  (:func:`journal_config`, :func:`journal_pm`, :func:`in_file_order`) and the run's files (:class:`Outputs`).
+  (:func:`journal_config`, :func:`journal_pm`, :func:`in_file_order`) and the run's files (:class:`Outputs`; the
+  delivery store and TREC files fed as questions arrive, :class:`Kept`).
 
 Scale: questions are independent. ``workers`` > 1 runs them in spawned processes (one torch thread each), a
 bounded window of questions in flight, results taken in file order, so every metric, ranking and delivered text
@@ -453,3 +454,29 @@ def in_file_order(fresh: Iterator[dict[str, Any]], order: list[int], journal: An
         if close is not None:
             close()
 
+
+class Kept:
+    """The run's delivery store and TREC files, fed each question's share as it arrives (its outcome keeps neither,
+    so a long run holds each text once): a question id met again later in the file is ``<id>#<n>`` in the TREC
+    files, as in the per-probe table, and its deliveries are kept once."""
+
+    def __init__(self, out_dir: Path, label: dict[str, Any]) -> None:
+        from harness.deliveries import DeliveryWriter, deliveries_path
+
+        self.writer = DeliveryWriter(deliveries_path(out_dir, NAME), data=label["label"],
+                                     synthetic=bool(label["synthetic"]))
+        from benchmarks.probe_tables import TrecFiles
+
+        self.trec = TrecFiles()
+        self.seen: dict[str, int] = {}
+
+    def add(self, got: dict[str, Any]) -> None:
+        from harness.trec import query_id
+
+        qid = got["question_id"]
+        n = self.seen[qid] = self.seen.get(qid, 0) + 1
+        key = qid if n == 1 else f"{qid}#{n}"
+        for rec in got.pop("deliveries"):
+            if n == 1:
+                self.writer.add_record(rec)
+        self.trec.merge(got.pop("trec"), query=query_id(key, key))
