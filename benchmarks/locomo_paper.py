@@ -13,7 +13,18 @@ alone) through the LoCoMo runner and scores each delivered row with the same rec
   from the cited data file and kept apart; question counts per category, quirk counts, timings and whether the
   run met the issue-level budget (ten minutes for the four shipped conversations, every retriever but
   two-tower), judged both on the protocol phase and on the whole run's wall time (``budget_level``).
-- Markdown and figure rendered from that JSON only (``markdown``, ``figure``); the documentation page
+- ``<out>/locomo-paper.probes.parquet``: the per-probe table (``benchmarks.probe_tables``), one row per question
+  and row (``<unit>:<retriever>@<k>`` for the grid, the design row's name for a design row) with the question's
+  recall under the paper's rule (0 without evidence, as the paper's denominator counts it) and its tokens. Every
+  recall and token mean of the JSON is computed from it, and so are the statistics: each number of memsim's tables
+  with its 95% interval (questions resampled within each conversation), and the paired comparisons of the
+  comparator pairs fixed before the run (:func:`comparator_pairs`);
+- ``<out>/locomo-paper/runs/<row>.<level>.trec`` and ``qrels.<level>.trec``: every ranking as a TREC run (dialog
+  and observation units at the ``turn`` and ``session`` levels, a unit tagged with several turns expanded in
+  place; summary units at the ``session`` level), relevance = the question's evidence turn ids (the ids that name a
+  turn; the paper's exact-string rule cannot be written as qrels, so the files reproduce its recall exactly where
+  every evidence string is a distinct turn id);
+- Markdown and figure rendered from that JSON only (``benchmarks.locomo_paper_page``); the documentation page
   ``docs/locomo-paper.md`` is rendered from the committed JSON by ``docs_page`` (``python -m
   benchmarks.locomo_paper --docs`` rewrites it).
 
@@ -28,7 +39,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +47,30 @@ from benchmarks.common import (
     RESULTS_DIR,
     _jsonable,
     machine_description,
-    md_table,
-    meta_block,
     set_torch_threads,
     stamp_run,
     write_atomic,
 )
+from benchmarks.locomo_paper_page import (  # noqa: F401  (re-exported: the docs pages and tests render here)
+    BUDGET_STATEMENT,
+    LEVEL_LIMIT_S,
+    NAME,
+    _judged_level,
+    budget_level,
+    docs_page,
+    figure,
+    markdown,
+    readme_section,
+    row_name,
+    side_by_side,
+    tables,
+)
+from benchmarks.probe_tables import TrecFiles, present_pairs, safe_row_name, statistics, write_table
 from benchmarks.progress import Tracker, as_tracker
+from harness.probes import aggregate
 from harness.workloads.arms import ArmSpec, require_runnable
 from harness.workloads.base import Delivery
 from harness.workloads.locomo import (
-    CATEGORY_NAMES,
     Conversation,
     Probe,
     load_locomo,
@@ -59,8 +83,6 @@ from harness.workloads.paper_protocol import (
     RETRIEVERS,
     UNITS,
     UnitResult,
-    aggregate_rows,
-    category_recall,
     evaluate_unit,
     get_retrievers,
     parse_retrievers,
@@ -72,11 +94,10 @@ from harness.workloads.paper_protocol import (
     tokens_cl100k,
 )
 
-NAME = "locomo-paper"
-LEVEL_LIMIT_S = 600.0
 LEVEL_CONVERSATIONS = 4
 DOCS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "locomo-paper.md"
 _COLS = [*map(str, CATEGORIES), "overall"]
+METRICS = ("recall", "tokens_cl100k")
 
 
 def parse_arm_option(spec: str | None, arm_classes: list[str] | None = None) -> list[str | ArmSpec]:
@@ -88,56 +109,172 @@ def parse_arm_option(spec: str | None, arm_classes: list[str] | None = None) -> 
     return select_arms(spec, arm_classes, default="designs", allow_none=True)
 
 
+def comparator_pairs(retrievers: Sequence[str], k_values: Sequence[int]) -> list[list[str]]:
+    """The comparator pairs, fixed by the configuration before any run (``[a, b]``: a - b is tested on recall): at
+    every unit and k of the grid, each other retriever against bm25; at each design K, AgentFly NP's faithful pooler
+    ranking against its mean-pooling variant; Tortoise on LoCoMo's recorded LM extraction against the verbatim
+    points, for both rows."""
+    pairs = [[f"{u}:{r}@{k}", f"{u}:bm25@{k}"] for u in UNITS for k in K_GRID[u] for r in retrievers if r != "bm25"]
+    pairs += [[f"np-pooler@{k}", f"np-mean@{k}"] for k in k_values]
+    return pairs + [["tortoise-recorded-eval", "tortoise-eval"], ["tortoise-recorded-volunteer", "tortoise-volunteer"]]
+
+
 def _write_atomic(path: Path, data: bytes, fault_hook: Callable[[str], None] | None) -> None:
     write_atomic(path, data, fault_hook, "locomo-paper.write")
 
 
+# ------------------------------------------------------------------------------------------ the per-probe table
+def _table_row(conv: str, p_index: int, category: int, has_evidence: bool, row: str, arm: str, recall: float | None,
+               tokens: int) -> dict[str, Any]:
+    return {"workload": "locomo", "cluster": conv, "probe": str(p_index), "category": str(category),
+            "abstention": False, "has_evidence": has_evidence, "row": row, "arm": arm,
+            "recall": recall or 0.0, "tokens_cl100k": tokens}
+
+
+def protocol_table(results: Sequence[UnitResult], chosen: Sequence[Conversation], trec: TrecFiles
+                   ) -> list[dict[str, Any]]:
+    """The grid's table rows, one per question, unit kind, retriever and k (the conversations where the unit was
+    available), and each ranking into ``trec``."""
+    from harness.trec import level_qrels, level_rankings, query_id, slots
+
+    convs = {c.sample_id: c for c in chosen}
+    rows: list[dict[str, Any]] = []
+    for r in results:
+        if r.unavailable is not None:
+            continue
+        conv = convs[r.conversation]
+        probes = {p.index: p for p in conv.probes}
+        session_of = {t.dia_id: t.session for t in conv.turns()}
+        for k in sorted(r.recall):
+            name = f"{r.unit}:{r.retriever}@{k}"
+            for i, pi in enumerate(r.probes):
+                p = probes[pi]
+                rows.append(_table_row(conv.sample_id, pi, p.category, bool(p.raw_evidence), name, r.retriever,
+                                       r.recall[k][i], r.tokens[k][i]))
+                qid = query_id(conv.sample_id, pi)
+                for level, rel in level_qrels(p.evidence, session_of).items():
+                    trec.add_qrels(level, qid, rel)
+                ids = r.retrieved[k][i]
+                levels = {"session": slots(ids)} if r.unit == "summary" else level_rankings(ids, session_of)
+                for level, docs in levels.items():
+                    trec.add_run(name, level, qid, docs)
+    return rows
+
+
+def protocol_rows(table: Any, results: Sequence[UnitResult]) -> list[dict[str, Any]]:
+    """The JSON's grid rows ``{"retriever", "unit", "k", "recall": {"1".."5", "overall"}, "tokens_cl100k", ...}``:
+    every number from the per-probe table (:func:`_numbers`), which conversations each unit ran on and why not
+    on the others from ``results``."""
+    numbers = _numbers(table)
+    groups: dict[tuple[str, str], list[UnitResult]] = {}
+    for r in results:
+        groups.setdefault((r.retriever, r.unit), []).append(r)
+    out = []
+    for (retriever, unit), rs in groups.items():
+        ok = [r for r in rs if r.unavailable is None]
+        missing = [{"conversation": r.conversation, "reason": r.unavailable} for r in rs if r.unavailable]
+        for k in sorted({k for r in ok for k in r.recall}) or list(K_GRID[unit]):
+            n = numbers.get(f"{unit}:{retriever}@{k}", _NONE)
+            out.append({"retriever": retriever, "unit": unit, "k": k, "recall": n["recall"],
+                        "tokens_cl100k": n["tokens_cl100k"], "n_questions": n["n_questions"],
+                        "conversations": [r.conversation for r in ok], "unavailable": missing})
+    return out
+
+
+_NONE = {"recall": dict.fromkeys(_COLS), "tokens_cl100k": None, "n_questions": 0}
+
+
+def _numbers(table: Any) -> dict[str, dict[str, Any]]:
+    """Per table row: recall per category (the mean over the category's questions, 0 without evidence) and
+    overall, mean tokens and the number of questions, each by ``harness.probes.aggregate``."""
+    if not len(table):
+        return {}
+    every = aggregate(table, None, list(METRICS))
+    cats = {str(c): aggregate(table, {"category": str(c)}, ["recall"]) for c in CATEGORIES}
+    return {row: {"recall": {**{c: (cats[c].get(row) or {"metrics": {"recall": {}}})["metrics"]["recall"].get("mean")
+                                for c in cats}, "overall": e["metrics"]["recall"]["mean"]},
+                  "tokens_cl100k": e["metrics"]["tokens_cl100k"]["mean"], "n_questions": e["n_probes"]}
+            for row, e in every.items()}
+
+
 def _design_rows(chosen: list[Conversation], loaded: list[Conversation], names: list[str | ArmSpec],
-                 k_values: tuple[int, ...],
-                 quick: bool, seed: int, track: Tracker, echo: Callable[[str], None] | None,
-                 tmp_dir: Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Run the design arms through the LoCoMo runner; score every delivered row with the paper's recall rule."""
+                 k_values: tuple[int, ...], quick: bool, seed: int, track: Tracker, echo: Callable[[str], None] | None,
+                 tmp_dir: Path | None, trec: TrecFiles) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, str]]:
+    """Run the design arms through the LoCoMo runner; every delivered row of an arm that finished becomes table
+    rows scored with the paper's recall rule and its delivered ranking goes into ``trec``. Returns the table rows,
+    the arms' status per conversation and row -> arm (an arm without any row maps to itself)."""
+    from harness.trec import query_id
+    from harness.workloads.metrics import delivered_ranking
     from harness.workloads.runner import run_conversation
 
-    collected: dict[tuple[str, str], list[tuple[Probe, frozenset[str], int]]] = {}
+    table: list[dict[str, Any]] = []
     status: dict[str, dict[str, Any]] = {}
     row_arm: dict[str, str] = {}
     work_root = Path(tempfile.mkdtemp(prefix="memsim-locomo-paper-", dir=tmp_dir))
     try:
         for conv in track(chosen, description="design arms: conversations", unit="conversations"):
-            seen: dict[str, list[tuple[Probe, frozenset[str], int]]] = {}
+            seen: dict[str, list[tuple[Probe, Delivery]]] = {}
 
             def on_delivery(row: str, probe: Probe, d: Delivery, _seen: dict[str, Any] = seen) -> None:
-                _seen.setdefault(row, []).append((probe, frozenset(d.dia_ids), tokens_cl100k(d.text)))
+                _seen.setdefault(row, []).append((probe, d))
 
             others = tuple(c for c in loaded if c.sample_id != conv.sample_id)
             res = run_conversation(conv, names, work_root, k_values=k_values, others=others, quick=quick, seed=seed,
                                    track=track, echo=echo, on_delivery=on_delivery)
+            session_of = {t.dia_id: t.session for t in conv.turns()}
             for arm, info in res["arms"].items():
                 status.setdefault(arm, {})[conv.sample_id] = {k: v for k, v in info.items()
                                                               if k in ("status", "message")}
                 for row in info.get("rows", []):
                     row_arm[row] = arm
-                    if info["status"] == "ok":
-                        collected.setdefault((arm, row), []).extend(seen.get(row, []))
+                    for p, d in seen.get(row, []) if info["status"] == "ok" else []:
+                        table.append(_table_row(conv.sample_id, p.index, p.category, bool(p.raw_evidence), row, arm,
+                                                question_recall(p.raw_evidence, frozenset(d.dia_ids)),
+                                                tokens_cl100k(d.text)))
+                        trec.add_delivery(row, query_id(conv.sample_id, p.index), delivered_ranking(d.meta),
+                                          p.evidence, session_of)
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
     for arm in status:  # an arm that gave no row anywhere is still listed, with its reasons
         if arm not in row_arm.values():
             row_arm[arm] = arm
-    rows: list[dict[str, Any]] = []
+    return table, status, row_arm
+
+
+def design_rows(table: Any, status: dict[str, Any], row_arm: dict[str, str]) -> list[dict[str, Any]]:
+    """The JSON's design rows (the grid rows' shape, ``unit`` ``"delivered"``, ``k`` null), every number from the
+    per-probe table."""
+    numbers = _numbers(table)
+    out = []
     for row, arm in row_arm.items():
-        recs = collected.get((arm, row), [])
-        convs = [c for c, s in status[arm].items() if s["status"] == "ok"]
-        missing = [{"conversation": c, "reason": f"{s['status']}: {s.get('message', '')}"}
-                   for c, s in status[arm].items() if s["status"] != "ok"]
-        scored = [(p.category, question_recall(p.raw_evidence, ids)) for p, ids, _ in recs]
-        toks = [t for _, _, t in recs]
-        rows.append({"retriever": row, "arm": arm, "unit": "delivered", "k": None,
-                     "recall": category_recall(scored) if recs else dict.fromkeys(_COLS),
-                     "tokens_cl100k": sum(toks) / len(toks) if toks else None, "n_questions": len(recs),
-                     "conversations": convs, "unavailable": missing})
-    return rows, status
+        n = numbers.get(row, _NONE)
+        out.append({"retriever": row, "arm": arm, "unit": "delivered", "k": None, "recall": n["recall"],
+                    "tokens_cl100k": n["tokens_cl100k"], "n_questions": n["n_questions"],
+                    "conversations": [c for c, s in status[arm].items() if s["status"] == "ok"],
+                    "unavailable": [{"conversation": c, "reason": f"{s['status']}: {s.get('message', '')}"}
+                                    for c, s in status[arm].items() if s["status"] != "ok"]})
+    return out
+
+
+def recompute(run: Any, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``payload`` (a results JSON) holds that its per-probe table determines (every row's recall per category
+    and overall, tokens and question count; the statistics), and the same recomputed from ``run``."""
+    numbers = _numbers(run.table)
+    named = [row_name(r) for r in payload["rows"] + payload["design_rows"]]
+    held = {"rows": {row_name(r): {k: r[k] for k in ("recall", "tokens_cl100k", "n_questions")}
+                     for r in payload["rows"] + payload["design_rows"]}, "statistics": payload["statistics"]}
+    return held, {"rows": {n: numbers.get(n, _NONE) for n in named},
+                  "statistics": run_statistics(run, named, run.meta["config"]["pairs"])}
+
+
+def run_statistics(run: Any, rows: Sequence[str], pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """Intervals of every row's recall and tokens over all questions (``overall``, with the comparator pairs on
+    recall) and of its recall per category (``"1"`` .. ``"5"``), questions resampled within each conversation."""
+    out = {"overall": statistics(run, rows, METRICS, None, probe_set="every question",
+                                 pairs=present_pairs(pairs, rows), pair_metrics=("recall",))}
+    for c in CATEGORIES:
+        out[str(c)] = statistics(run, rows, ("recall",), {"category": str(c)}, probe_set=f"category {c}")
+    return out
 
 
 def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None = None,
@@ -176,14 +313,36 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
         per_retriever_s[name] += time.perf_counter() - t
     protocol_s = time.perf_counter() - t0
     t_design = time.perf_counter()
-    design_rows, design_status = (_design_rows(chosen, loaded, arm_names, tuple(k_values), quick, seed, track, echo,
-                                               tmp_dir) if arm_names else ([], {}))
+    trec = TrecFiles()
+    grid = protocol_table(results, chosen, trec)
+    designs, design_status, row_arm = (_design_rows(chosen, loaded, arm_names, tuple(k_values), quick, seed, track,
+                                                    echo, tmp_dir, trec) if arm_names else ([], {}, {}))
     design_s = time.perf_counter() - t_design
     counts = {c.sample_id: question_counts(c) for c in chosen}
     total_counts = {str(k): {f: sum(counts[c][str(k)][f] for c in counts) for f in ("questions", "with_evidence")}
                     for k in CATEGORIES}
     applies = (not quick and len(chosen) >= LEVEL_CONVERSATIONS and set(RETRIEVERS) <= set(names))
-    table = published_table()
+    published = published_table()
+    config = {"data": src.name, "sources": sorted({Path(c.source).name for c in chosen}),
+              "conversations": [c.sample_id for c in chosen], "retrievers": names,
+              "arms": [n if isinstance(n, str) else n.name for n in arm_names],
+              "arm_classes": list(arm_classes or []), "design_k": list(k_values), "quick": quick, "seed": seed}
+    pairs = comparator_pairs(names, k_values)
+    label = (f"data: LoCoMo {src.name}, conversations {', '.join(c.sample_id for c in chosen)}"
+             + (" (quick: the first, cut short)" if quick else ""))
+    placed: list[Path] = []
+    try:
+        run = write_table(out_dir, NAME, grid + designs, data=label, config={**config, "pairs": pairs},
+                          probe_sets={f"category {c}": {"category": str(c)} for c in CATEGORIES}, stratify=True,
+                          headline_metrics=("recall",), fault_hook=fault_hook)
+        placed.append(run.path)
+        placed += trec.write(out_dir / NAME, fault_hook, safe_row_name)
+        rows = protocol_rows(run.table, results)
+        drows = design_rows(run.table, design_status, row_arm)
+        stats = run_statistics(run, [row_name(r) for r in rows + drows], pairs)
+    except BaseException:
+        _remove(placed, out_dir)
+        raise
     payload: dict[str, Any] = {
         "name": NAME,
         "protocol": {
@@ -195,16 +354,16 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
             "tokens": "cl100k_base tokens of '<session date-time>: <unit text>' per retrieved unit, joined by a "
                       "newline (dialog, observation) or a blank line (summary); mean per question",
         },
-        "config": {"data": src.name, "sources": sorted({Path(c.source).name for c in chosen}),
-                   "conversations": [c.sample_id for c in chosen], "retrievers": names,
-                   "arms": [n if isinstance(n, str) else n.name for n in arm_names],
-                   "arm_classes": list(arm_classes or []), "design_k": list(k_values), "quick": quick, "seed": seed},
+        "config": config,
         "conversations_used": [c.sample_id for c in chosen],
-        "rows": aggregate_rows(results),
-        "design_rows": design_rows,
+        "rows": rows,
+        "design_rows": drows,
         "design_status": design_status,
-        "published": {k: table[k] for k in ("citation", "source_code", "retriever", "reader", "conversations",
-                                            "questions_per_category")}
+        "comparisons": {"pairs": pairs, "metrics": ["recall"]},
+        "statistics": stats,
+        "probes": {"file": run.path.name, "rows": len(run.table), "data": label},
+        "published": {k: published[k] for k in ("citation", "source_code", "retriever", "reader", "conversations",
+                                                "questions_per_category")}
                      | {"rows": published_rows()},
         "question_counts": {"total": total_counts, "per_conversation": counts},
         "quirks": {c.sample_id: quirk_counts(c) for c in chosen},
@@ -216,11 +375,22 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
     }
     payload["timings"]["level"] = budget_level(protocol_s, payload["timings"]["wall_s"], applies)
     payload["meta"]["wall_s"] = payload["timings"]["wall_s"]
-    return write(out_dir, stamp_run(payload), fault_hook)
+    try:
+        return write(out_dir, stamp_run(payload), fault_hook) + placed
+    except BaseException:
+        _remove(placed, out_dir)
+        raise
+
+
+def _remove(placed: list[Path], out_dir: Path) -> None:
+    from benchmarks.workload_run import remove_placed
+
+    remove_placed(placed, [out_dir / NAME / "runs", out_dir / NAME])
 
 
 def write(out_dir: Path, payload: dict[str, Any], fault_hook: Callable[[str], None] | None = None) -> list[Path]:
-    """Write ``locomo-paper.{json,md,png}`` (each atomically) and return the paths."""
+    """Write ``locomo-paper.{json,md,png}`` (each atomically) and return the paths; on a failure the ones already
+    written are removed again."""
     import io
 
     import matplotlib.pyplot as plt
@@ -232,171 +402,17 @@ def write(out_dir: Path, payload: dict[str, Any], fault_hook: Callable[[str], No
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    _write_atomic(paths[0], (json.dumps(payload, indent=2, ensure_ascii=False) + "\n").encode(), fault_hook)
-    _write_atomic(paths[1], (markdown(payload).rstrip() + "\n").encode(), fault_hook)
-    _write_atomic(paths[2], buf.getvalue(), fault_hook)
+    done: list[Path] = []
+    try:
+        for p, data in zip(paths, ((json.dumps(payload, indent=2, ensure_ascii=False) + "\n").encode(),
+                                   (markdown(payload).rstrip() + "\n").encode(), buf.getvalue()), strict=True):
+            _write_atomic(p, data, fault_hook)
+            done.append(p)
+    except BaseException:
+        for p in done:
+            p.unlink(missing_ok=True)
+        raise
     return paths
-
-
-# ------------------------------------------------------------------------------------------------ rendering
-def _pct(v: Any) -> str:
-    return "n/a" if v is None else f"{100 * v:.1f}"
-
-
-def _tok(v: Any) -> str:
-    return "n/a" if v is None else f"{v:.0f}"
-
-
-def _cat_headers(payload: dict[str, Any]) -> list[str]:
-    counts = payload["question_counts"]["total"]
-    return [f"{c} {CATEGORY_NAMES[c]} (n={counts[str(c)]['questions']})" for c in CATEGORIES]
-
-
-def _recall_cells(row: dict[str, Any]) -> list[str]:
-    return [_pct(row["recall"].get(c)) for c in _COLS]
-
-
-def _row_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    unit_rank = {u: i for i, u in enumerate(UNITS)}
-    return sorted(rows, key=lambda r: (unit_rank.get(r["unit"], 9), r["k"] or 0, r["retriever"]))
-
-
-def _published_note(row: dict[str, Any], counts: dict[str, int]) -> str:
-    if not row.get("note"):
-        return ""
-    weighted = sum(row["recall"][str(c)] * counts[str(c)] for c in CATEGORIES) / sum(counts.values())
-    return (f"{row['note']} (question-weighted mean of the category values: {_pct(weighted)}; printed overall: "
-            f"{_pct(row['recall']['overall'])})")
-
-
-def tables(payload: dict[str, Any]) -> list[str]:
-    """The Markdown tables (memsim's rows, published rows, side by side, designs) shared by the results file and
-    the documentation page."""
-    pub = payload["published"]
-    rows = _row_order(payload["rows"])
-    ncv = len(payload["conversations_used"])
-    out = [f"### memsim: the protocol over {ncv} conversation(s) ({', '.join(payload['conversations_used'])})", "",
-           "Recall in % of all questions of the category (questions without evidence count as zero); tokens = "
-           "cl100k_base tokens of the reader context, mean per question.", "",
-           md_table(["retriever", "unit", "k", *_cat_headers(payload), "overall", "tokens (cl100k)"],
-                    [[r["retriever"], r["unit"], r["k"], *_recall_cells(r), _tok(r["tokens_cl100k"])] for r in rows]),
-           ""]
-    gone = [(r["retriever"], r["unit"], u["conversation"], u["reason"]) for r in rows for u in r.get("unavailable", [])
-            if r["k"] == min(K_GRID[r["unit"]])]
-    if gone:
-        out += ["Rows unavailable for some conversations (their questions are left out of that row):", "",
-                md_table(["retriever", "unit", "conversation", "reason"], gone), ""]
-    prow = _row_order(pub["rows"])
-    out += [f"### Published, not measured here: {pub['citation']}", "",
-            f"Retriever {pub['retriever']}, reader {pub['reader']}, {pub['conversations']}. Recall in %.", "",
-            md_table(["unit", "k", *[f"{c} {CATEGORY_NAMES[c]}" for c in CATEGORIES], "overall", "note"],
-                     [[r["unit"], r["k"], *_recall_cells(r), _published_note(r, pub["questions_per_category"])]
-                      for r in prow]), ""]
-    out += ["### Overall recall side by side (published beside memsim; different retriever and conversations)", "",
-            side_by_side(payload), ""]
-    design = payload.get("design_rows") or []
-    if design:
-        out += ["### Design rows (each design at its own K, outside the k grid)", "",
-                "Recall of each design's delivered turn ids with the same recall function (dialog rule, evidence "
-                "strings exactly as given); tokens = cl100k_base tokens of the design's own delivered text.", "",
-                md_table(["row", "arm", *[f"{c} {CATEGORY_NAMES[c]}" for c in CATEGORIES], "overall",
-                          "tokens (cl100k)", "conversations"],
-                         [[r["retriever"], r["arm"], *_recall_cells(r), _tok(r["tokens_cl100k"]),
-                           ", ".join(r["conversations"]) or "none"] for r in design]), ""]
-        bad = [(r["retriever"], u["conversation"], u["reason"]) for r in design for u in r.get("unavailable", [])]
-        if bad:
-            out += ["Design rows not measured on some conversations:", "",
-                    md_table(["row", "conversation", "reason"], bad), ""]
-    return out
-
-
-def side_by_side(payload: dict[str, Any]) -> str:
-    """Overall recall per unit and k: the published row beside each memsim retriever's (rendered from the JSON)."""
-    rows = _row_order(payload["rows"])
-    names = payload["config"]["retrievers"]
-    ncv = len(payload["conversations_used"])
-    by = {(r["retriever"], r["unit"], r["k"]): r for r in rows}
-    side = []
-    for p in _row_order(payload["published"]["rows"]):
-        side.append([p["unit"], p["k"], _pct(p["recall"]["overall"]),
-                     *[_pct((by.get((n, p["unit"], p["k"])) or {}).get("recall", {}).get("overall")) for n in names]])
-    return md_table(["unit", "k", "published (DRAGON+, 10 conversations)",
-                     *[f"memsim {n} ({ncv} conv.)" for n in names]], side)
-
-
-def readme_section(payload: dict[str, Any]) -> str:
-    """The README's short paper-protocol subsection: what it is, the side-by-side table, where the rest is."""
-    pub = payload["published"]
-    ncv = len(payload["conversations_used"])
-    return "\n".join([
-        "#### The LoCoMo paper's retrieval protocol", "",
-        f"`memsim bench locomo --protocol locomo-paper` reproduces the retrieval-recall protocol of the LoCoMo paper "
-        f"(dialog turns, recorded observations and session summaries as units; evidence strings matched exactly as "
-        f"LoCoMo's code does) with memsim's retrievers ({', '.join(payload['config']['retrievers'])}) over {ncv} "
-        f"conversation(s), beside the published rows (retriever {pub['retriever']}, {pub['conversations']}; not "
-        f"measured here). Overall recall in %:", "",
-        side_by_side(payload), "",
-        "Per-category tables, every design at its own K on the same recall function, and the evidence quirks: "
-        "[docs/locomo-paper.md](docs/locomo-paper.md).", ""])
-
-
-def _data_section(payload: dict[str, Any]) -> list[str]:
-    qc = payload["question_counts"]["per_conversation"]
-    q = payload["quirks"]
-    conv_rows = [[c, *[f"{qc[c][str(k)]['questions']} ({qc[c][str(k)]['with_evidence']})" for k in CATEGORIES],
-                  q[c]["questions_with_separator_evidence"], q[c]["evidence_strings_not_turn_ids"],
-                  q[c]["questions_never_fully_recallable"], q[c]["evidence_ids_naming_no_turn"],
-                  q[c]["observation_ids_naming_no_turn"],
-                  "; ".join(q[c]["separator_evidence_examples"]) or "none"] for c in payload["conversations_used"]]
-    return ["### Questions and evidence quirks", "",
-            "Questions per category (with evidence in brackets). Upstream matches evidence strings exactly as "
-            "given, so a string holding `;` or a space, or one that is not exactly a turn id, never matches a "
-            "dialog or observation id: such questions cannot reach full recall at any k.", "",
-            md_table(["conversation", *[f"cat {c}" for c in CATEGORIES], "questions with ; or space",
-                      "evidence strings not a turn id", "questions never fully recallable",
-                      "evidence ids naming no turn", "observation ids naming no turn", "examples"], conv_rows), ""]
-
-
-BUDGET_STATEMENT = ("the paper-protocol run over the four shipped conversations, every retriever except two-tower, "
-                    "finishes within 10 minutes on a 2-core machine")
-"""The run-time level. It is judged twice (``budget_level``): on the protocol phase (loading, then every retriever
-over every unit and k) and on the whole run's wall time (the design rows included), and both verdicts are shown."""
-
-
-def budget_level(protocol_s: float, wall_s: float, applies: bool, limit_s: float = LEVEL_LIMIT_S) -> dict[str, Any]:
-    """The run-time level judged on both times: ``protocol_met`` (the protocol phase), ``wall_met`` (the whole
-    run, design rows included) and ``met`` (both); every verdict None where the level does not apply (not the
-    full four-conversation run of every retriever but two-tower)."""
-    def judged(seconds: float) -> bool | None:
-        return (seconds <= limit_s) if applies else None
-
-    protocol_met, wall_met = judged(protocol_s), judged(wall_s)
-    return {"statement": BUDGET_STATEMENT, "limit_s": limit_s, "applies": applies,
-            "protocol_s": protocol_s, "protocol_met": protocol_met, "wall_s": wall_s, "wall_met": wall_met,
-            "met": (bool(protocol_met and wall_met)) if applies else None}
-
-
-def _judged_level(t: dict[str, Any]) -> dict[str, Any]:
-    """The budget judged again from the timings of a results JSON (never its stored verdicts)."""
-    lv = t["level"]
-    return budget_level(t["protocol_s"], t["wall_s"], bool(lv["applies"]), float(lv["limit_s"]))
-
-
-def _timing_line(payload: dict[str, Any]) -> str:
-    t = payload["timings"]
-    lv = _judged_level(t)
-    per = ", ".join(f"{n} {s:.0f} s" for n, s in t["per_retriever_s"].items())
-    if not lv["applies"]:
-        verdict = ("not applicable to this run (it is not the full four-conversation run of every retriever but "
-                   "two-tower)")
-    else:
-        word = {True: "met", False: "missed"}
-        verdict = (f"judged on the protocol phase ({t['protocol_s']:.0f} s): {word[lv['protocol_met']]}; judged on "
-                   f"the whole run's wall time, design rows included ({t['wall_s']:.0f} s): "
-                   f"{word[lv['wall_met']]}")
-    return (f"Protocol phase {t['protocol_s']:.0f} s (loading {t['load_s']:.0f} s; {per}); design rows "
-            f"{t['designs_s']:.0f} s; wall {t['wall_s']:.0f} s. Budget ({lv['statement']}, "
-            f"{lv['limit_s']:.0f} s): {verdict}.")
 
 
 def rerender(results_json: Path) -> list[Path]:
@@ -408,102 +424,6 @@ def rerender(results_json: Path) -> list[Path]:
     _write_atomic(results_json, (json.dumps(payload, indent=2, ensure_ascii=False) + "\n").encode(), None)
     _write_atomic(md, (markdown(payload).rstrip() + "\n").encode(), None)
     return [results_json, md]
-
-
-def markdown(payload: dict[str, Any]) -> str:
-    """The results file, rendered from the results JSON only."""
-    out = [f"# LoCoMo paper protocol ({len(payload['conversations_used'])} conversation(s), retrievers "
-           f"{', '.join(payload['config']['retrievers'])})", "",
-           "Dialog turns, recorded observations and session summaries as retrieval units; the question as query; "
-           "recall of the evidence strings among the retrieved units' ids, as the LoCoMo paper's code computes it. "
-           "memsim's rows come first; the paper's published rows follow in their own table.", ""]
-    out += tables(payload)
-    out += [f"![recall vs k]({NAME}.png)", ""]
-    out += _data_section(payload)
-    out += [_timing_line(payload), "", meta_block(payload["meta"], payload.get("run"))]
-    return "\n".join(out)
-
-
-def docs_page(payload: dict[str, Any]) -> str:
-    """``docs/locomo-paper.md``, rendered from a results JSON (the committed full run)."""
-    out = ["# LoCoMo paper protocol", "",
-           "<!-- generated from benchmarks/results/locomo-paper.json by `python -m benchmarks.locomo_paper --docs`; "
-           "do not edit by hand -->", "",
-           "The LoCoMo paper (Maharana et al., ACL 2024) measures how much of a question's annotated evidence a "
-           "retriever puts in front of the reader, over three retrieval units: dialog turns, the recorded "
-           "observation facts and the session summaries. `memsim bench locomo --protocol locomo-paper` reproduces "
-           "that protocol as LoCoMo's own code computes it, quirks included (evidence strings are matched exactly "
-           "as given, so `\"D8:6; D9:17\"` never matches a turn id), with bm25, MiniLM, their hybrid and any local "
-           "two-tower pair (`two-tower:QUERY_MODEL,CONTEXT_MODEL`, the way the paper ran DRAGON+). The design arms "
-           "run through the same recall function at their own K.", "",
-           "Run it:", "", "```bash",
-           "memsim bench locomo --protocol locomo-paper --retrievers bm25,minilm,hybrid --arms none",
-           "memsim bench locomo --protocol locomo-paper            # plus the design rows",
-           "```", "",
-           "## Results", ""]
-    out += tables(payload)
-    out += _data_section(payload)
-    out += ["## Run", "", _timing_line(payload), "", meta_block(payload["meta"], payload.get("run")), ""]
-    return "\n".join(out)
-
-
-def figure(payload: dict[str, Any]) -> Any:
-    """Overall recall vs k per unit (memsim solid, published dashed), and recall vs tokens for every row (the
-    design rows labelled, labels placed apart)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from benchmarks.plotting import place_labels
-
-    fig, axes = plt.subplots(1, 4, figsize=(22, 5.6), gridspec_kw={"width_ratios": [1, 1, 1, 1.8]})
-    names = payload["config"]["retrievers"]
-    cmap = plt.get_cmap("tab10")
-    colors = {n: cmap(i % 10) for i, n in enumerate(names)}
-    pub = payload["published"]
-    for ax, unit in zip(axes[:3], UNITS, strict=True):
-        for n in names:
-            pts = sorted((r["k"], r["recall"]["overall"]) for r in payload["rows"]
-                         if r["retriever"] == n and r["unit"] == unit and r["recall"]["overall"] is not None)
-            if pts:
-                ax.plot(*zip(*pts, strict=True), marker="o", color=colors[n], label=f"memsim {n}")
-        ppts = sorted((r["k"], r["recall"]["overall"]) for r in pub["rows"] if r["unit"] == unit)
-        if ppts:
-            ax.plot(*zip(*ppts, strict=True), linestyle="--", marker="x", color="black",
-                    label=f"published {pub['retriever'].split(' ')[0]}")
-        ax.set_title(f"{unit} units")
-        ax.set_xlabel("k (units retrieved)")
-        ax.set_xscale("log")
-        ks = list(K_GRID[unit])
-        ax.set_xticks(ks, [str(k) for k in ks])
-        ax.minorticks_off()
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("overall recall (all five categories)")
-    axes[0].legend(fontsize=8, loc="lower right")
-    ax = axes[3]
-    markers = {"dialog": "o", "observation": "^", "summary": "s"}
-    unlabelled = []
-    for r in payload["rows"]:
-        if r["recall"]["overall"] is None or r["tokens_cl100k"] is None:
-            continue
-        ax.scatter([r["tokens_cl100k"]], [r["recall"]["overall"]], color=colors[r["retriever"]],
-                   marker=markers[r["unit"]], s=30)
-        unlabelled.append((r["tokens_cl100k"], r["recall"]["overall"]))
-    shown = sorted((r for r in payload.get("design_rows") or []
-                    if r["recall"]["overall"] is not None and r["tokens_cl100k"]), key=lambda r: r["tokens_cl100k"])
-    for r in shown:
-        ax.scatter([r["tokens_cl100k"]], [r["recall"]["overall"]], color="black", marker="D", s=36, zorder=3)
-    ax.set_xscale("log")
-    ax.set_xlabel("reader context, cl100k tokens per question (log)")
-    ax.set_title("recall vs tokens\n(o dialog, ^ observation, s summary; black D: design rows)")
-    ax.set_ylim(-0.06, 1.08)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    place_labels(ax, [r["tokens_cl100k"] for r in shown], [r["recall"]["overall"] for r in shown],
-                 [r["retriever"] for r in shown], avoid=unlabelled)
-    return fig
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,18 @@ done, each atomically, the JSON last (an interrupted run writes nothing); :func:
 Questions are independent: ``workers > 1`` evaluates them in that many spawned processes (one torch thread each,
 models loaded once per process), ``executor="ray"`` as Ray tasks (local cluster, or ``address``); the rows are put
 back in file order before averaging, so every number equals the serial run's.
+
+Per-probe table, statistics and run files: ``<out>/longmemeval-protocol.probes.parquet`` holds one row per question
+and scored run (``<retriever>:session``, ``<retriever>:turn``, ``<retriever>:turn2session``) with every official
+metric; the JSON's rows (both averagings, per type) are computed from it by ``harness.probes.aggregate``, and so are
+the intervals of the measured rows (questions resampled as one set) and the paired comparisons of the comparator
+pairs fixed before the run (:func:`comparator_pairs`). ``<out>/longmemeval-protocol/runs/<retriever>.<level>.trec``
+and ``qrels.<level>.trec`` are the official view as TREC files: each retriever's ranking of the user-turn corpus
+(``turn``) or the session corpus (``session``), top 50, gold = the corpus ids containing ``answer``. recall_any@k and
+recall_all@k follow from them (Success@k, and R@k = 1) for every question with gold; the official DCG weighs ranks 1
+and 2 alike and turn2session grows its cut-off, so those are recomputed from the ranks the files list, not read off
+trec_eval; a session id listed twice in a haystack keeps its second slot as ``#slot<rank>`` (trec_eval takes a
+document once), where the official ideal DCG counts both copies.
 """
 
 from __future__ import annotations
@@ -32,6 +44,8 @@ from benchmarks.common import (
     start_run,
     write_atomic,
 )
+from benchmarks.comparison_page import cell, differences_section, method_sentence
+from benchmarks.probe_tables import TrecFiles, interval, present_pairs, safe_row_name, statistics, write_table
 from harness.workloads import lme_retrieval as R
 
 NAME = "longmemeval-protocol"
@@ -40,6 +54,14 @@ QUICK_QUESTIONS = 20
 RELEASE_QUESTIONS = 500
 """Questions in each published release (S, M, oracle): the progress total when the file is one of them."""
 TABLE_KS = (1, 5, 10, 50)
+RUN_DEPTH = max(R.KS)
+"""Documents of each ranking kept for the TREC files (every official cut-off is within it)."""
+HEADLINE = ("recall_all@5", "ndcg_any@5", "recall_all@10", "ndcg_any@10")
+"""The measured rows' numbers beside the published ones (the page's headline table); the Holm family is the
+comparator pairs times these."""
+FIGURE_METRICS = tuple(f"{m}@{k}" for m in ("recall_all", "ndcg_any") for k in R.KS)
+AVERAGING_SETS = {"paper": {"abstention": False}, "strict": {"abstention": False, "has_evidence": True}}
+"""The averagings as probe sets of the table (``has_evidence``: the question has a user evidence turn)."""
 
 # --------------------------------------------------------------------------------------------- per-process work
 _WORKER: dict[str, Any] = {}
@@ -65,8 +87,9 @@ def _retrievers(names: Sequence[str], encoder: Encoder) -> dict[str, R.Retriever
 
 def evaluate_question(q: Any, names: Sequence[str], encoder: Encoder) -> list[dict[str, Any]]:
     """Every per-question row of one question (runs in a worker process, a Ray task or this process), each
-    tagged with ``seq`` = the question's position in the file (restores file order after workers)."""
-    return [{**r, "seq": q.index} for r in R.question_rows(q, _retrievers(names, encoder))]
+    tagged with ``seq`` = the question's position in the file (restores file order after workers) and carrying its
+    ranking's first :data:`RUN_DEPTH` ids (the TREC files)."""
+    return [{**r, "seq": q.index} for r in R.question_rows(q, _retrievers(names, encoder), keep_ranking=RUN_DEPTH)]
 
 
 def _worker_init() -> None:
@@ -203,7 +226,9 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
     if stats.questions == 0:  # an empty selection writes nothing, as in the designs protocol
         raise no_question(path, types)
     rows_all = _in_order(done)
-    result_rows = R.aggregate(rows_all)
+    trec = TrecFiles()
+    table_rows = question_table(rows_all, trec)
+    pairs = comparator_pairs(names)
     wall = time.perf_counter() - t0
     payload = {
         "benchmark": NAME,
@@ -214,19 +239,115 @@ def run(out_dir: Path, *, data: Path | None = None, retrievers: str | Sequence[s
         "n_questions": stats.questions,
         "load": {"read": stats.read, "unknown_fields": dict(stats.unknown_fields),
                  "duplicate_question_ids": dict(stats.duplicate_question_ids)},
-        "config": {"retrievers": list(dict.fromkeys(r["retriever"] for r in result_rows)), "encoder": encoder,
+        "config": {"retrievers": list(dict.fromkeys(r["retriever"] for r in rows_all)), "encoder": encoder,
                    "dense_cache": dense_cache,
                    "limit": limit, "types": list(types) if types else None, "quick": quick,
                    "quick_questions": QUICK_QUESTIONS if quick else None, "workers": workers, "executor": executor,
                    "dense_device": _dense_device() if "minilm" in names else None, "ks": list(R.KS), "granularities": list(R.GRANULARITIES), "averagings": list(R.AVERAGINGS)},
-        "rows": result_rows,
+        "comparisons": {"pairs": pairs, "metrics": list(HEADLINE)},
         "wall_s": wall,
         "meta": {"machine": machine_description(), "seeds": {"seed": seed}, "quick": quick, "wall_s": wall,
                  "workers": workers, "executor": executor},
     }
     if echo:
         echo(f"{stats.questions} questions from {label}")
-    return write_outputs(out_dir, stamp_run(payload), fault_hook)
+    placed: list[Path] = []
+    try:
+        run = write_table(out_dir, NAME, table_rows, data=label, config={**payload["config"], "pairs": pairs},
+                          probe_sets=AVERAGING_SETS, stratify=False, headline_metrics=HEADLINE, fault_hook=fault_hook)
+        placed.append(run.path)
+        placed += trec.write(out_dir / NAME, fault_hook, safe_row_name)
+        payload["rows"] = result_rows(run.table)
+        payload["statistics"] = run_statistics(run, pairs)
+        payload["probes"] = {"file": run.path.name, "rows": len(run.table), "data": label}
+        return write_outputs(out_dir, stamp_run(payload), fault_hook) + placed
+    except BaseException:
+        from benchmarks.workload_run import remove_placed
+
+        remove_placed(placed, [out_dir / NAME / "runs", out_dir / NAME])
+        raise
+
+
+# ------------------------------------------------------------------------------------------ table and statistics
+def row_key(r: dict[str, Any]) -> str:
+    """A scored run's row in the per-probe table: ``<retriever>:<granularity>``, or ``<retriever>:turn2session``
+    for the turn run scored at session level."""
+    same = r["scored_as"] == r["granularity"]
+    return f"{r['retriever']}:{r['granularity'] if same else 'turn2session'}"
+
+
+def comparator_pairs(retrievers: Sequence[str]) -> list[list[str]]:
+    """The comparator pairs, fixed by the configuration before any run: each other retriever against bm25 on every
+    scored run (session, turn, turn2session)."""
+    return [[f"{r}:{g}", f"bm25:{g}"] for r in retrievers if r != "bm25" and "bm25" in retrievers
+            for g in ("session", "turn", "turn2session")]
+
+
+def question_table(rows: Sequence[dict[str, Any]], trec: TrecFiles) -> list[dict[str, Any]]:
+    """The per-probe table's rows (a question id met again later in the file is ``<id>#<n>``), and each run's
+    ranking and gold into ``trec`` (the session and turn runs, as they were ranked)."""
+    from harness.trec import query_id, slots
+
+    n_seen: dict[str, int] = {}
+    keys: dict[int, str] = {}
+    out = []
+    for r in rows:
+        if r["seq"] not in keys:
+            n = n_seen[r["question_id"]] = n_seen.get(r["question_id"], 0) + 1
+            keys[r["seq"]] = r["question_id"] if n == 1 else f"{r['question_id']}#{n}"
+        key = keys[r["seq"]]
+        out.append({"workload": "longmemeval", "cluster": key, "probe": key, "category": r["question_type"],
+                    "abstention": bool(r["abstention"]), "has_evidence": bool(r["user_evidence"]), "row": row_key(r),
+                    "arm": r["retriever"], **r["metrics"]})
+        if r["scored_as"] == r["granularity"] and "ranked_ids" in r:
+            qid = query_id(key, key)
+            trec.add_qrels(r["granularity"], qid, dict.fromkeys(r["gold"], 1))
+            trec.add_run(r["retriever"], r["granularity"], qid, slots(r["ranked_ids"]))
+    return out
+
+
+def result_rows(table: Any) -> list[dict[str, Any]]:
+    """The JSON's rows ``{"retriever", "granularity", "scored_as", "averaging", "questions", "metrics", "types"}``:
+    per scored run and averaging the mean of every metric over the questions the averaging keeps, and per question
+    type, each by ``harness.probes.aggregate`` over the per-probe table."""
+    from harness.probes import aggregate
+
+    rows = list(dict.fromkeys(table.column("row").to_pylist()))
+    arms = dict(zip(table.column("row").to_pylist(), table.column("arm").to_pylist(), strict=True))
+    types = list(dict.fromkeys(table.column("category").to_pylist()))
+    out = []
+    for avg, where in AVERAGING_SETS.items():
+        every = aggregate(table, where, R.METRIC_NAMES)
+        per_type = {t: aggregate(table, {**where, "category": t}, R.METRIC_NAMES) for t in types}
+        for row in rows:
+            gran = row.split(":")[-1]
+            e = every.get(row)
+            out.append({"retriever": arms[row], "granularity": "turn" if gran == "turn2session" else gran,
+                        "scored_as": "session" if gran == "turn2session" else gran, "averaging": avg,
+                        "questions": e["n_probes"] if e else 0,
+                        "metrics": {m: (e["metrics"][m]["mean"] if e else None) for m in R.METRIC_NAMES},
+                        "types": {t: {"questions": pt[row]["n_probes"],
+                                      "metrics": {m: pt[row]["metrics"][m]["mean"] for m in R.METRIC_NAMES}}
+                                  for t, pt in per_type.items() if row in pt}})
+    order = {row: i for i, row in enumerate(rows)}
+    return sorted(out, key=lambda r: (order[row_key(r)], list(AVERAGING_SETS).index(r["averaging"])))
+
+
+def recompute(run: Any, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``payload`` (a results JSON) holds that its per-probe table determines (the rows under both averagings,
+    per type; the statistics), and the same recomputed from ``run``."""
+    return ({"rows": payload["rows"], "statistics": payload["statistics"]},
+            {"rows": result_rows(run.table), "statistics": run_statistics(run, run.meta["config"]["pairs"])})
+
+
+def run_statistics(run: Any, pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """Per averaging, the intervals of every scored run on the headline and figure metrics; under ``paper`` also
+    the comparator pairs on the headline metrics (questions resampled as one set)."""
+    rows = list(dict.fromkeys(run.table.column("row").to_pylist()))
+    metrics = list(dict.fromkeys((*HEADLINE, *FIGURE_METRICS)))
+    return {avg: statistics(run, rows, metrics, where, probe_set=f"{avg} averaging",
+                            pairs=present_pairs(pairs, rows) if avg == "paper" else (), pair_metrics=HEADLINE)
+            for avg, where in AVERAGING_SETS.items()}
 
 
 def write_outputs(out_dir: Path, payload: dict[str, Any],
@@ -262,10 +383,9 @@ def _dense_device() -> str:
 
 
 def _in_order(done: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Per-question rows in file order (workers complete out of order), without their ``seq`` tag: the means are
-    then summed in the same order as a serial run's, so they are equal to the last bit."""
-    rows = [r for rs in sorted((rs for rs in done if rs), key=lambda rs: rs[0]["seq"]) for r in rs]
-    return [{k: v for k, v in r.items() if k != "seq"} for r in rows]
+    """Per-question rows in file order (workers complete out of order; ``seq`` is the question's position): the
+    means are then summed in the same order as a serial run's, so they are equal to the last bit."""
+    return [r for rs in sorted((rs for rs in done if rs), key=lambda rs: rs[0]["seq"]) for r in rs]
 
 
 # ------------------------------------------------------------------------------------------------------ render
@@ -347,9 +467,19 @@ def render_markdown(payload: dict[str, Any]) -> str:
            "as `session` is the official turn2session scoring.", ""]
     out += _tables(payload)
     out += no_gold_note(payload)
+    out += uncertainty_lines(payload, "**Differences**")
     out += ["**Published numbers** (not measured here; the paper's are on LongMemEval M):", "", _published_table(), "",
             meta_block(payload["meta"], payload.get("run"))]
     return "\n".join(out)
+
+
+def uncertainty_lines(payload: dict[str, Any], heading: str = "## Differences") -> list[str]:
+    """How the measured rows' intervals were made and the Differences section (``paper`` averaging)."""
+    stats = payload.get("statistics") or {}
+    pairs = (payload.get("comparisons") or {}).get("pairs")
+    return [method_sentence(stats.get("paper"), "the questions each averaging keeps (the row's n)", clusters="question"),
+            "", *differences_section(stats.get("paper"), heading=heading, clusters="question",
+                                     configured=len(pairs) if pairs else None)]
 
 
 def _figure(payload: dict[str, Any]) -> Any:
@@ -375,6 +505,12 @@ def _figure(payload: dict[str, Any]) -> Any:
             i = keys.index((r["retriever"], r["granularity"], r["scored_as"]))
             shift = 10 ** ((i - (len(keys) - 1) / 2) * spread)
             paper = r["averaging"] == "paper"  # strict: a larger open ring around the paper dot it may share
+            st = (payload.get("statistics") or {}).get(r["averaging"])
+            ivs = [interval(st, f"{metric}@{k}", row_key(r)) for k in R.KS]
+            if all(iv and iv.get("lo") is not None for iv in ivs):  # 95% intervals (a JSON with statistics)
+                ax.errorbar([k * shift for k in R.KS], ys, fmt="none", capsize=0, ecolor=colours(i % 10),
+                            elinewidth=0.8, alpha=0.6, yerr=[[max(0.0, y - iv["lo"]) for y, iv in zip(ys, ivs, strict=True)],
+                                                             [max(0.0, iv["hi"] - y) for y, iv in zip(ys, ivs, strict=True)]])
             ax.plot([k * shift for k in R.KS], ys, marker=markers[i % len(markers)], markersize=4 if paper else 8,
                     linestyle="-" if paper else "--", color=colours(i % 10), mfc=colours(i % 10) if paper else "none",
                     label=f"{r['retriever']} {r['granularity']}->{r['scored_as']} ({r['averaging']}, n={r['questions']})")
@@ -410,7 +546,9 @@ def docs_page(payload: dict[str, Any]) -> str:
     cols = ("recall_all@5", "ndcg_any@5", "recall_all@10", "ndcg_any@10")
     beside = []
     for r in payload["rows"]:
-        beside.append(["measured", payload.get("data_file") or payload["data"], *_row_label(r), *[r["metrics"].get(m) for m in cols]])
+        st = (payload.get("statistics") or {}).get(r["averaging"])
+        beside.append(["measured", payload.get("data_file") or payload["data"], *_row_label(r),
+                       *[cell(st, m, row_key(r), r["metrics"].get(m)) for m in cols]])
         for p in published():
             if _matches(r, p):
                 beside.append([f"published ({p['source']})", p["data"], p["label"], p["granularity"],
@@ -430,7 +568,7 @@ def docs_page(payload: dict[str, Any]) -> str:
            "paper averaging), the port's rows on the original S release. Numbers on different data are not "
            "expected to agree.", "",
            md_table(["", "data", "retriever", "granularity", "scored as", "averaging", "n", *cols], beside), "",
-           "## Every metric of this run", ""]
+           *uncertainty_lines(payload), "## Every metric of this run", ""]
     out += _tables(payload)
     out += no_gold_note(payload)
     out += ["## Published numbers", "", _published_table(), "", meta_block(payload["meta"], payload.get("run"))]

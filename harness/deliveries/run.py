@@ -4,8 +4,10 @@ The runner (:func:`harness.workloads.runner.run_conversation`) reads ``Arm.store
 only counts; the store wants the ids, so the page can mark evidence an arm stored but did not deliver.
 :func:`run_recorded` runs the same runner with each arm behind :class:`StoredTap`, an arm of the same protocol that
 builds the named arm, passes every call through unchanged and keeps what ``stored()`` returned; its
-``on_delivery`` then hands each delivered row to the writer with those ids. What the arms deliver is untouched: the
-tap is transparent (same rows, same texts, the same construction errors reported at ingest).
+``on_delivery`` then hands each delivered row to the writer with those ids, and the caller may ask for the ids
+themselves (``stored=``: the LongMemEval design run scores its stored-evidence views with them). What the arms
+deliver is untouched: the tap is transparent (same rows, same texts, the same construction errors reported at
+ingest).
 """
 
 from __future__ import annotations
@@ -70,10 +72,12 @@ def tap_spec(entry: str | ArmSpec, sink_key: str) -> ArmSpec:
 
 
 def run_recorded(conv: Conversation, arms: Sequence[str | ArmSpec], workdir: Path, writer: DeliveryWriter,
-                 on_delivery: Callable[[str, Probe, Delivery], None] | None = None, **kwargs: Any) -> dict[str, Any]:
+                 on_delivery: Callable[[str, Probe, Delivery], None] | None = None,
+                 stored: dict[str, frozenset[str]] | None = None, **kwargs: Any) -> dict[str, Any]:
     """:func:`~harness.workloads.runner.run_conversation` over ``arms`` with every delivered row of an arm that
     finished added to ``writer`` (with its arm's stored ids); returns the runner's result. ``kwargs`` go to the
-    runner; ``on_delivery`` (optional) still sees every row."""
+    runner; ``on_delivery`` (optional) still sees every row; ``stored`` (optional) receives, per arm name, the ids
+    its ``stored()`` returned (an arm that never got that far has none)."""
     from harness.workloads.runner import run_conversation
 
     key = f"{id(writer)}:{conv.sample_id}"
@@ -88,7 +92,9 @@ def run_recorded(conv: Conversation, arms: Sequence[str | ArmSpec], workdir: Pat
     try:
         res = run_conversation(conv, [tap_spec(a, key) for a in arms], workdir, on_delivery=tap, **kwargs)
     finally:
-        _TAPS.pop(key, None)
+        got = _TAPS.pop(key, {})
+        if stored is not None:
+            stored.update({arm: ids for arm, ids in got.items() if arm != CURRENT})
     failed = [row for info in res["arms"].values() if info.get("status") != "ok" for row in info.get("rows", [])]
     enc.drop_rows(failed)  # an arm that failed part-way: its rows are not in the run's records either
     return res

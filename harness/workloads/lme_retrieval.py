@@ -330,10 +330,13 @@ def parse_retrievers(text: str | Sequence[str] | None) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------- per question
 def question_rows(q: LmeQuestion, retrievers: Mapping[str, Retriever],
-                  granularities: Sequence[str] = GRANULARITIES, ks: Sequence[int] = KS) -> list[dict[str, Any]]:
+                  granularities: Sequence[str] = GRANULARITIES, ks: Sequence[int] = KS,
+                  keep_ranking: int = 0) -> list[dict[str, Any]]:
     """One metric dict per (retriever, granularity, scored_as) for one question: session granularity scored as
     ``session``; turn granularity scored as ``turn`` and as ``session`` (turn2session). Each row carries the
-    question's id, type, ``abstention`` and ``user_evidence`` (what the averagings filter on)."""
+    question's id, type, ``abstention`` and ``user_evidence`` (what the averagings filter on); with
+    ``keep_ranking`` > 0 also ``ranked_ids`` (the corpus ids of the ranking's first ``keep_ranking`` documents) and
+    ``gold`` (:func:`gold_ids` of the corpus), what a TREC run and qrels file need."""
     base = {"question_id": q.question_id, "question_type": q.question_type, "abstention": q.abstention,
             "user_evidence": q.has_user_evidence()}
     rows: list[dict[str, Any]] = []
@@ -344,6 +347,8 @@ def question_rows(q: LmeQuestion, retrievers: Mapping[str, Retriever],
                                        f"no user turn, so the {gran} corpus is empty (the official code fails on it)")
         for label, r in retrievers.items():
             ranking = r.rank(texts, q.question)
+            if keep_ranking > 0:
+                base = {**base, "ranked_ids": [ids[i] for i in ranking[:keep_ranking]], "gold": gold_ids(ids)}
             if gran == "session":
                 rows.append({**base, "retriever": label, "granularity": gran, "scored_as": "session",
                              "metrics": evaluate(ranking, ids, ks)})

@@ -479,8 +479,9 @@ def question_counts(conv: Conversation) -> dict[str, dict[str, int]]:
 # ------------------------------------------------------------------------------------------------ one conversation
 @dataclass
 class UnitResult:
-    """Per-question measurements of one (conversation, retriever, unit): ``recall[k]`` and ``tokens[k]`` hold one
-    value per probe in probe order; ``unavailable`` is the reason when the unit could not be built."""
+    """Per-question measurements of one (conversation, retriever, unit): ``recall[k]``, ``tokens[k]`` and
+    ``retrieved[k]`` (the ids of the top k units, flattened in rank order) hold one value per probe in probe order,
+    ``probes`` the probes' indices; ``unavailable`` is the reason when the unit could not be built."""
 
     conversation: str
     retriever: str
@@ -490,6 +491,8 @@ class UnitResult:
     tokens: dict[int, list[int]] = field(default_factory=dict)
     n_units: int = 0
     unavailable: str | None = None
+    probes: list[int] = field(default_factory=list)
+    retrieved: dict[int, list[list[str]]] = field(default_factory=dict)
 
 
 def evaluate_unit(conv: Conversation, retriever: Retriever, unit: str, ks: Sequence[int] | None = None,
@@ -498,7 +501,7 @@ def evaluate_unit(conv: Conversation, retriever: Retriever, unit: str, ks: Seque
     ks = tuple(ks or K_GRID[unit])
     probes = list(conv.probes if probes is None else probes)
     res = UnitResult(conversation=conv.sample_id, retriever=retriever.name, unit=unit,
-                     categories=[p.category for p in probes])
+                     categories=[p.category for p in probes], probes=[p.index for p in probes])
     try:
         units = build_units(conv, unit)
     except UnitsUnavailable as exc:
@@ -508,12 +511,13 @@ def evaluate_unit(conv: Conversation, retriever: Retriever, unit: str, ks: Seque
     index = retriever.index([u.text for u in units])
     session_rule = unit == "summary"
     for k in ks:
-        res.recall[k], res.tokens[k] = [], []
+        res.recall[k], res.tokens[k], res.retrieved[k] = [], [], []
     for p in probes:
         for k in ks:
             order = index.rank(p.question, k)
-            res.recall[k].append(question_recall(p.raw_evidence, retrieved_ids(units, order),
-                                                 session_rule=session_rule))
+            ids = retrieved_ids(units, order)
+            res.retrieved[k].append(ids)
+            res.recall[k].append(question_recall(p.raw_evidence, ids, session_rule=session_rule))
             res.tokens[k].append(tokens_cl100k(reader_context(units, order, unit)))
     return res
 

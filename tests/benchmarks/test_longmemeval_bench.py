@@ -75,7 +75,12 @@ def test_views_by_hand() -> None:
 def test_results_shape_and_files(tmp_path: Path) -> None:
     out = tmp_path / "out"
     paths = bench.run(out, data=_data(tmp_path), arms=FAST, k_values=(1, 4))
-    assert {p.name for p in paths} == {"longmemeval.json", "longmemeval.md", "longmemeval.png", "delivered.jsonl"}
+    assert {p.name for p in paths} == {"longmemeval.json", "longmemeval.md", "longmemeval.png", "delivered.jsonl",
+                                       "longmemeval.probes.parquet", "longmemeval.deliveries.json.gz",
+                                       "longmemeval.explore.html", "qrels.turn.trec", "qrels.session.trec",
+                                       "qrels.official.trec", "bm25@1.turn.trec", "bm25@1.session.trec",
+                                       "bm25@1.official.trec", "bm25@4.turn.trec", "bm25@4.session.trec",
+                                       "bm25@4.official.trec"}
     p = _payload(out)
     assert p["n_questions"] == 5 and p["data"]["label"].startswith("data: lme.json: not a published release")
     rows = p["aggregate"]["rows"]

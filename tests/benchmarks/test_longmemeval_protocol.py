@@ -44,7 +44,9 @@ def fx_type(i: int) -> str:
 
 def test_run_writes_rows_matching_the_independent_reference(quirky: Path, tmp_path: Path) -> None:
     paths = P.run(tmp_path / "out", data=quirky, retrievers=("bm25",))
-    assert sorted(p.name for p in paths) == [f"{P.NAME}.{e}" for e in ("json", "md", "png")]
+    assert sorted(p.name for p in paths) == sorted([*(f"{P.NAME}.{e}" for e in ("json", "md", "png", "probes.parquet")),
+                                                   "qrels.session.trec", "qrels.turn.trec", "bm25.session.trec",
+                                                   "bm25.turn.trec"])
     payload = json.loads((tmp_path / "out" / f"{P.NAME}.json").read_text())
     assert payload["n_questions"] == 5 and "not a published release" in payload["data"]
     rows = {(r["granularity"], r["scored_as"], r["averaging"]): r for r in payload["rows"]}

@@ -74,7 +74,10 @@ def test_locomo_quick_results_equal_the_pre_change_snapshot(tmp_path: Path, embe
     assert got["payload"]["config"] == expected["payload"]["config"]
     assert got["payload"]["aggregate"] == expected["payload"]["aggregate"]
     assert got["conversation"]["records"] == expected["conversation"]["records"]
-    assert got == expected
+    assert got["conversation"] == expected["conversation"]
+    # every key the snapshot has is unchanged; what the run adds since (its statistics, the per-probe table's
+    # name, the comparator pairs) is not part of the earlier results
+    assert {k: got["payload"][k] for k in expected["payload"]} == expected["payload"]
 
 
 if __name__ == "__main__" and "--write" in sys.argv:

@@ -299,7 +299,10 @@ def test_benchmark_writes_json_md_png_with_design_rows(tmp_path: Path) -> None:
     seen: list[str] = []
     paths = lp.run(tmp_path / "out", data=f, retrievers="bm25", arms="oracle",
                    track=lambda it, description="", total=None: (seen.append(description), it)[1])
-    assert [p.name for p in paths] == ["locomo-paper.json", "locomo-paper.md", "locomo-paper.png"]
+    assert [p.name for p in paths[:3]] == ["locomo-paper.json", "locomo-paper.md", "locomo-paper.png"]
+    assert {p.name for p in paths[3:]} >= {"locomo-paper.probes.parquet", "qrels.turn.trec", "qrels.session.trec",
+                                          "dialog:bm25@5.turn.trec", "summary:bm25@2.session.trec",
+                                          "dialog:bm25@50.session.trec"}
     payload = json.loads(paths[0].read_text(encoding="utf-8"))
     assert str(tmp_path) not in paths[0].read_text(encoding="utf-8")  # no machine path in a results file
     assert payload["config"]["sources"] == ["conv-t.json"]
