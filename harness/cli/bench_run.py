@@ -35,6 +35,10 @@ EmbedOpt = Annotated[str, typer.Option(
 EmbedStoreOpt = Annotated[Path | None, typer.Option(
     "--embed-store", help="Folder of the embedding store (default $MEMSIM_EMBED_STORE, else memsim's user cache "
                           "folder); only with --embed store.")]
+ExploreOpt = Annotated[bool, typer.Option(
+    "--explore/--no-explore", help="Write the per-question explorer page <name>.explore.html beside the results "
+                                   "(default; `memsim explore` writes it later from the run). The delivery store "
+                                   "it reads is written either way.")]
 
 
 def check_embed(embed: str, embed_store: Path | None) -> None:

@@ -12,6 +12,7 @@ import typer
 from harness.cli.bench_run import (
     EmbedOpt,
     EmbedStoreOpt,
+    ExploreOpt,
     OutOpt,
     OverwriteOpt,
     ProgressOpt,
@@ -66,6 +67,7 @@ def locomo(
                                  "measured on two cores); 1 runs them one after the other in this process.")] = None,
     embed: EmbedOpt = "store",
     embed_store: EmbedStoreOpt = None,
+    explore: ExploreOpt = True,
     out: OutOpt = None,
     seed: SeedOpt = 0,
     progress: ProgressOpt = True,
@@ -80,6 +82,9 @@ def locomo(
         if embed != "store" or embed_store is not None:
             raise bad_option("--embed" if embed != "store" else "--embed-store", None,
                              "applies to --protocol designs only (the paper protocol encodes as the paper did)")
+        if not explore:
+            raise bad_option("--no-explore", None, "applies to --protocol designs only (the paper protocol writes "
+                                                   "no delivery store)")
         _locomo_paper(data, conversation, arms, arm_class, retrievers, k, quick, lm, out, seed, progress, overwrite)
         return
     if retrievers is not None:
@@ -93,7 +98,7 @@ def locomo(
 
     run_bench(mod.run, [mod.NAME], out, quick=quick, progress=progress, overwrite=overwrite, seed=seed, data=data,
               conversations=conversation, arms=arms, k_values=tuple(k or (4, 8)), lm=lm, lm_base=lm_base, echo=echo,
-              arm_classes=arm_class, embed=embed, embed_store=embed_store,
+              arm_classes=arm_class, embed=embed, embed_store=embed_store, explore=explore,
               **({"workers": workers} if workers is not None else {}))
 
 
@@ -173,6 +178,7 @@ def longmemeval(
                          "killed, from the questions it had finished (kept per question in a hidden "
                          ".memsim-resume-longmemeval-* folder in --out until the run publishes); the results equal "
                          "an uninterrupted run's. Without it a run starts afresh.")] = False,
+    explore: ExploreOpt = True,
     out: OutOpt = None,
     seed: SeedOpt = 0,
     progress: ProgressOpt = True,
@@ -208,6 +214,9 @@ def longmemeval(
                 raise bad_option(name, None, "applies to --protocol designs only (the official protocol encodes "
                                              "every corpus as the official code does)")
 
+        if not explore:
+            raise bad_option("--no-explore", None, "applies to --protocol designs only (the official protocol "
+                                                   "writes no delivery store)")
         for name, given in (("--arms", arms), ("--arm-class", arm_class), ("--k", k), ("--lm", lm),
                             ("--lm-base", lm_base), ("--judge-lm", judge_lm), ("--judge-lm-base", judge_lm_base)):
             if given:
@@ -252,7 +261,7 @@ def longmemeval(
               data=data, arms=arms, arm_classes=arm_class, **({"k_values": tuple(k)} if k else {}), lm=lm,
               lm_base=lm_base, judge_lm=judge_lm, judge_lm_base=judge_lm_base, reader_prompt=reader_prompt,
               workers=workers, executor=executor, address=address, limit=limit, types=type_list, echo=echo,
-              embed=embed, embed_store=embed_store, resume=resume, journal_root=_real_out(out))
+              embed=embed, embed_store=embed_store, resume=resume, journal_root=_real_out(out), explore=explore)
 
 
 def _real_out(out: Path | None) -> Path:

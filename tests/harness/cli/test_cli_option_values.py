@@ -102,6 +102,8 @@ CHECKS: list[tuple[list[str], str, str | None]] = [
     (["bench", "locomo", "--embed", "per-call", "--embed-store", "{tmp}/e"], "--embed-store", None),
     (["bench", "locomo", "--protocol", "locomo-paper", "--embed", "per-call"], "--embed", None),
     (["bench", "longmemeval", "--protocol", "longmemeval", "--resume"], "--resume", None),
+    (["bench", "longmemeval", "--protocol", "longmemeval", "--no-explore"], "--no-explore", None),
+    (["bench", "locomo", "--protocol", "locomo-paper", "--no-explore"], "--no-explore", None),
     (["bench", "longmemeval-scale", "--embed", "nope"], "--embed", "nope"),
     (["explore", "{tmp}/run", "--limit", "0"], "--limit", None),
     (["explore", "{tmp}/run", "--rows", " , "], "--rows", " , "),

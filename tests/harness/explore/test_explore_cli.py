@@ -116,3 +116,19 @@ def test_run_artefacts_with_data_text_are_never_committed() -> None:
         name = p.name.split(".")[0]
         results = json.loads((p.parent / f"{name}.json").read_text(encoding="utf-8"))
         assert (results.get("data") or {}).get("synthetic") is True, f"{p}: text from a data file committed"
+
+
+def test_bench_no_explore_skips_only_the_page(tmp_path: Path) -> None:
+    """``memsim bench longmemeval --no-explore``: the delivery store is written, the explorer page is not; without
+    the flag the same run writes the page."""
+    from benchmarks.worlds import longmemeval as gen
+
+    data = tmp_path / "lme.json"
+    gen.write_file(data, 1, seed=3, sessions=8)
+    for flag, page in (("--no-explore", False), ("--explore", True)):
+        out = tmp_path / flag.strip("-")
+        r = CliRunner().invoke(app, ["bench", "longmemeval", "--data", str(data), "--arms", "full", "--embed",
+                                     "per-call", "--out", str(out), "--no-progress", flag])
+        assert r.exit_code == 0, r.output
+        assert (out / "longmemeval.deliveries.json.gz").is_file()
+        assert (out / "longmemeval.explore.html").is_file() is page
