@@ -192,6 +192,14 @@ def from_json(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+def recompute(run: Any, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``payload`` (``cbr-loop.json``) holds that its per-probe table determines (every arm's means,
+    intervals and Differences: ``stats``) and the same recomputed from ``run`` (the table read back)."""
+    again = {"arms": payload["arms"], "meta": payload["meta"]}
+    cbr_probes.apply_table(again, run)
+    return {"stats": payload["stats"]}, {"stats": again["stats"]}
+
+
 def rerender(out_dir: Path) -> list[Path]:
     """Rewrite ``cbr-loop.{json,md,png}`` from ``cbr-loop.json`` and its per-probe table (no re-run)."""
     payload = from_json(json.loads((out_dir / "cbr-loop.json").read_text(encoding="utf-8")))

@@ -12,7 +12,7 @@ negative share of the delivered examples (a ratio over all delivered examples of
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 PAIRS: tuple[tuple[str, str], ...] = (
     ("np@8", "none@8"),
@@ -30,6 +30,9 @@ oracle against the best practical selector, and the K sweep's K = 4 (the AgentFl
 K = 2 against K = 8."""
 PAIR_METRICS = ("mean_accuracy", "final_accuracy", "share_with_positive_example", "round_1")
 """The metrics of the Differences section."""
+
+if TYPE_CHECKING:
+    from harness.probes import ProbeRun
 
 
 def row_id(arm: str, k: int) -> str:
@@ -77,18 +80,18 @@ def write_table(out_dir: Path, arms: list[dict[str, Any]], rounds: int, *, data:
                         headline_metrics=[m for m in PAIR_METRICS if m in kinds])
 
 
-def apply_table(payload: dict[str, Any], probes: Path) -> None:
+def apply_table(payload: dict[str, Any], probes: Path | ProbeRun) -> None:
     """``payload["stats"]``: the intervals of every arm on every per-question metric and the Differences of the
     pairs of :data:`PAIRS` that ran, all from the per-probe table."""
     from benchmarks.stats_tables import present_pairs, run_stats
-    from harness.probes import read_probes
+    from harness.probes import ProbeRun, read_probes
 
-    run = read_probes(probes)
+    run = probes if isinstance(probes, ProbeRun) else read_probes(probes)
     ids = [row_id(a["arm"], a["k"]) for a in payload["arms"]]
     mets = [m for m in metrics(payload["meta"]["rounds"]) if m in run.metrics]
     pairs, missing = present_pairs(PAIRS, ids)
     st = run_stats(run, ids, mets, pairs, [m for m in PAIR_METRICS if m in mets], probe_set="all questions")
-    payload["stats"] = {"probes": probes.name, "aggregate": {r: {m: v["mean"] for m, v in a["metrics"].items()}
+    payload["stats"] = {"probes": run.path.name, "aggregate": {r: {m: v["mean"] for m, v in a["metrics"].items()}
                                                              for r, a in st["aggregate"].items()},
                         "intervals": st["intervals"], "differences": st["differences"],
                         "not_compared": [list(p) for p in missing]}

@@ -248,7 +248,7 @@ PAGES: tuple[Page, ...] = (
          "One hypothesis target per loader; every input ends accepted, skipped (a documented faithful skip) or "
          "rejected (a one-line error naming the file); crashes and partial writes are bugs."),
     Page("locomo-workers", "LoCoMo runner: worker processes", (("locomo-workers", _locomo_workers),),
-         "python -m benchmarks.locomo --compare-workers 1,2 --full --out benchmarks/results",
+         "python -m benchmarks.locomo_workers 1,2 --full --out benchmarks/results",
          "The same LoCoMo workload run with different numbers of worker processes: wall time, speed-up, peak "
          "memory, and whether every result is identical to the first run's."),
     Page("locomo", "LoCoMo results", (("locomo", _locomo_page),),

@@ -67,7 +67,6 @@ from benchmarks.locomo_page import (  # noqa: F401  (re-exported: the docs, READ
     readme_section,
     workers_markdown,
 )
-from benchmarks.locomo_workers import WORKERS_NAME, compare_workers  # noqa: F401  (re-exported)
 from benchmarks.probe_tables import (
     TrecFiles,
     group_summaries,
@@ -520,34 +519,15 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.locomo --docs [--json FILE] [--page FILE]``: rewrite the docs page from the JSON."""
+    """``python -m benchmarks.locomo --docs [--json FILE] [--page FILE]``: rewrite the docs page from the JSON (the
+    worker comparison is ``python -m benchmarks.locomo_workers``)."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.locomo")
     ap.add_argument("--docs", action="store_true", help="render the docs page from the results JSON")
     ap.add_argument("--json", type=Path, default=RESULTS_DIR / f"{NAME}.json")
     ap.add_argument("--page", type=Path, default=DOCS_PAGE)
-    ap.add_argument("--compare-workers", help="comma-separated worker counts (e.g. 1,2,3): run the workload once "
-                                              "per count and write locomo-workers.{json,md} to --out")
-    ap.add_argument("--out", type=Path, default=None, help="with --compare-workers: output folder (default the "
-                                                          "bench run folder; benchmarks/results takes --full runs "
-                                                          "only)")
-    ap.add_argument("--full", action="store_true", help="with --compare-workers: whole conversations, not quick "
-                                                        "slices")
-    ap.add_argument("--arms", default=None)
     args = ap.parse_args(argv)
-    if args.compare_workers:
-        set_torch_threads(1)
-        try:
-            counts = tuple(int(x) for x in args.compare_workers.split(","))
-            from harness.results_dir import default_out
-
-            for path in compare_workers(args.out or default_out("bench"), workers=counts, quick=not args.full, arms=args.arms, echo=print):
-                print(f"wrote {path}")
-        except (OSError, ValueError) as exc:
-            print(f"error: {' '.join(str(exc).split())}")
-            return 1
-        return 0
     if not args.docs:
         ap.print_help()
         return 2

@@ -1,5 +1,5 @@
 """``locomo-workers.{json,md}``: the same LoCoMo workload run once per worker count, side by side, to choose
-``benchmarks.locomo.DEFAULT_WORKERS`` (``python -m benchmarks.locomo --compare-workers 1,2,3``)."""
+``benchmarks.locomo.DEFAULT_WORKERS`` (``python -m benchmarks.locomo_workers 1,2,3 [--full] [--out DIR]``)."""
 
 from __future__ import annotations
 
@@ -63,3 +63,35 @@ def compare_workers(out_dir: Path, *, workers: tuple[int, ...] = (1, 2, 3), quic
                  "locomo.workers.write")
     write_atomic(mp, (md + "\n").encode("utf-8"), fault_hook, "locomo.workers.write")
     return [jp, mp]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.locomo_workers COUNTS [--full] [--out DIR] [--arms A,B]``."""
+    import argparse
+
+    from benchmarks.common import set_torch_threads
+    from harness.results_dir import default_out
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.locomo_workers",
+                                 description="Run the LoCoMo workload once per worker count and write "
+                                             "locomo-workers.{json,md}.")
+    ap.add_argument("counts", help="comma-separated worker counts, e.g. 1,2,3")
+    ap.add_argument("--out", type=Path, default=None, help="output folder (default the bench run folder; "
+                                                          "benchmarks/results takes --full runs only)")
+    ap.add_argument("--full", action="store_true", help="whole conversations, not quick slices")
+    ap.add_argument("--arms", default=None, help="comma-separated arms (default: every default arm)")
+    args = ap.parse_args(argv)
+    set_torch_threads(1)
+    try:
+        counts = tuple(int(x) for x in args.counts.split(","))
+        for path in compare_workers(args.out or default_out("bench"), workers=counts, quick=not args.full,
+                                    arms=args.arms, echo=print):
+            print(f"wrote {path}")
+    except (OSError, ValueError) as exc:
+        print(f"error: {' '.join(str(exc).split())}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

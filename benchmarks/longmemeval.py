@@ -498,11 +498,11 @@ def run(out_dir: Path, *, data: Path | None = None, arms: str | None = None, arm
         used = max(1, min(workers, n_questions - len(journal.done)))
         mode = embedding_mode(embed, share_encoders, store, fault_hook)
         if used == 1 and executor == "local":
-            fresh: Iterator[dict[str, Any]] = ex.serial(jobs, track)
+            fresh: Iterator[dict[str, Any]] = ex.serial(one_question, jobs, track)
         elif executor == "ray":
-            fresh = ex.ray_pool(jobs, used, address)
+            fresh = ex.ray_pool(one_question, jobs, used, address)
         else:
-            fresh = ex.local_pool(jobs, used, share_encoders, samplers, track, store)
+            fresh = ex.local_pool(one_question, jobs, used, share_encoders, samplers, track, store)
         outputs = ex.Outputs(out_dir, fault_hook)
         results: list[dict[str, Any]] = []
         caches: dict[int, dict[str, Any]] = {}

@@ -6,7 +6,7 @@
   (each text encoded on its own, so which question met it first cannot change its vector).
 - **Executors.** :func:`serial` (this process), :func:`local_pool` (spawned processes, one torch thread each, a
   bounded window of questions in flight, outcomes in file order) and :func:`ray_pool` (Ray tasks; ``address`` joins a
-  cluster). Each runs :func:`benchmarks.longmemeval.one_question` per question.
+  cluster). Each runs the ``work`` it is given (:func:`benchmarks.longmemeval.one_question`) per question.
 - **PM, resume, files**: PM's one training (:func:`first_pass`, :func:`train_pm`), the resume journal
   (:func:`journal_config`, :func:`journal_pm`, :func:`in_file_order`) and the run's files (:class:`Outputs`; the
   delivery store and TREC files fed as questions arrive, :class:`Kept`).
@@ -67,12 +67,6 @@ PM_SPLIT_RULE = "int(sha1(question_id).hexdigest(), 16) % 5 == 0"
 STEP_DELIVERED = "longmemeval.delivered.write"
 STEP_HYPOTHESES = "longmemeval.hypotheses.write"
 STEP_RESULTS = "longmemeval.results.write"
-
-
-def _one_question(job: dict[str, Any], track: Any = None) -> dict[str, Any]:
-    from benchmarks.longmemeval import one_question
-
-    return one_question(job, track)
 
 
 class TextCache(SharedEncoder):
@@ -230,9 +224,14 @@ def worker_init(share: bool, events: Any = None, store: dict[str, Any] | None = 
 
 
 # ------------------------------------------------------------------------------------------------------ executors
-def serial(jobs: Iterable[dict[str, Any]], track: Any = None) -> Iterator[dict[str, Any]]:
+Work = Callable[..., dict[str, Any]]
+"""What runs one question: ``work(job, track=None)`` (:func:`benchmarks.longmemeval.one_question`, passed in by
+the run so that this module never imports the run's)."""
+
+
+def serial(work: Work, jobs: Iterable[dict[str, Any]], track: Any = None) -> Iterator[dict[str, Any]]:
     for job in jobs:
-        yield _one_question(job, track)
+        yield work(job, track)
 
 
 def _windowed(submit: Callable[[dict[str, Any]], Any], result: Callable[[Any], dict[str, Any]],
@@ -247,37 +246,37 @@ def _windowed(submit: Callable[[dict[str, Any]], Any], result: Callable[[Any], d
         yield result(pending.pop(0))
 
 
-def local_pool(jobs: Iterable[dict[str, Any]], workers: int, share: bool, sampler_box: list[Any],
+def local_pool(work: Work, jobs: Iterable[dict[str, Any]], workers: int, share: bool, sampler_box: list[Any],
                track: Any = None, store: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
     """Questions in ``workers`` spawned processes (:func:`benchmarks.workload_run.spawn_pool`), at most
     ``WINDOW_PER_WORKER`` per worker in flight, outcomes in file order; the pool's memory sampler goes to
-    ``sampler_box``."""
-    from benchmarks.longmemeval import one_question
+    ``sampler_box``. ``work`` must be a module-level function (it is pickled by name)."""
     from benchmarks.workload_run import spawn_pool
 
     with spawn_pool(workers, worker_init, lambda events: (share, events, store), track) as (pool, sampler):
         sampler_box.append(sampler)
-        yield from _windowed(lambda j: pool.submit(one_question, {**j, "in_worker": True}),
+        yield from _windowed(lambda j: pool.submit(work, {**j, "in_worker": True}),
                              lambda f: f.result(), jobs, workers * WINDOW_PER_WORKER)
 
 
-def ray_pool(jobs: Iterable[dict[str, Any]], workers: int, address: str | None) -> Iterator[dict[str, Any]]:
+def ray_pool(work: Work, jobs: Iterable[dict[str, Any]], workers: int, address: str | None
+             ) -> Iterator[dict[str, Any]]:
     from benchmarks.sweep import ray_session
 
     with ray_session(workers, address) as ray:
         remote = ray.remote(num_cpus=1, max_retries=0)(_ray_question)
-        yield from _windowed(lambda j: remote.remote({**j, "in_worker": True}), ray.get, jobs,
+        yield from _windowed(lambda j: remote.remote(work, {**j, "in_worker": True}), ray.get, jobs,
                              workers * WINDOW_PER_WORKER)
 
 
-def _ray_question(job: dict[str, Any]) -> dict[str, Any]:
+def _ray_question(work: Work, job: dict[str, Any]) -> dict[str, Any]:
     """One question in a Ray worker: one torch thread (not with a GPU store); the worker process keeps its text
     caches or store session between tasks."""
     if not (job.get("embed") == "store" and job["store"]["device"] == "cuda"):
         set_torch_threads(1)
     if job.get("embed") != "store" and job["share"] and not _TEXT_CACHES:
         _new_caches()
-    return _one_question(job)
+    return work(job)
 
 
 # ------------------------------------------------------------------------------------- PM, resume, files

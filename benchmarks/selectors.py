@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from benchmarks.worlds import CBRWorld
 DEPTH = 100
 METRIC_COLS = sp.METRICS
 NAME = "selectors"
+
+if TYPE_CHECKING:
+    from harness.probes import ProbeRun
 
 
 def _np_pooler_rankings(bank_q: list[str], query_q: list[str], n_check: int
@@ -189,14 +192,14 @@ def write_table(out_dir: Path, table_rows: list[dict[str, Any]], *, data: str, c
                         headline_metrics=[m for m in sp.PAIR_METRICS if m in kinds])
 
 
-def apply_table(payload: dict[str, Any], probes: Path) -> None:
+def apply_table(payload: dict[str, Any], probes: Path | ProbeRun) -> None:
     """Set every number the page shows from the per-probe table: each row's means
     (:func:`harness.probes.aggregate`), the intervals of every row and metric, and the Differences of the fixed
     pairs (:data:`benchmarks.selector_probes.PAIRS`) that both ran."""
     from benchmarks.stats_tables import present_pairs, run_stats
-    from harness.probes import read_probes
+    from harness.probes import ProbeRun, read_probes
 
-    run = read_probes(probes)
+    run = probes if isinstance(probes, ProbeRun) else read_probes(probes)
     ids = [r["row"] for r in payload["rows"]]
     metrics = [m for m in sp.METRICS if m in run.metrics]
     pairs, missing = present_pairs(sp.PAIRS, ids)
@@ -204,9 +207,21 @@ def apply_table(payload: dict[str, Any], probes: Path) -> None:
     for r in payload["rows"]:
         for m in metrics:
             r[m] = st["aggregate"][r["row"]]["metrics"][m]["mean"]
-    payload["stats"] = {"probes": probes.name, "n_probe_rows": run.table.num_rows,
+    payload["stats"] = {"probes": run.path.name, "n_probe_rows": run.table.num_rows,
                         "intervals": st["intervals"], "differences": st["differences"],
                         "not_compared": [list(p) for p in missing]}
+
+
+def recompute(run: ProbeRun, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``payload`` (a results JSON) holds that its per-probe table determines (each row's means, the
+    intervals and Differences) and the same recomputed from ``run`` (the table read back)."""
+    def means(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"row": r["row"], **{m: r[m] for m in sp.METRICS if m in r}} for r in rows]
+
+    again = {"rows": [dict(r) for r in payload["rows"]]}
+    apply_table(again, run)
+    return ({"rows": means(payload["rows"]), "stats": payload["stats"]},
+            {"rows": means(again["rows"]), "stats": again["stats"]})
 
 
 READING = (

@@ -49,7 +49,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from benchmarks.common import machine_description, write_results
 from benchmarks.sweep_cells import cbr_row_id, run_cell
@@ -110,6 +110,14 @@ def run(config_path: Path, out_dir: Path, *, executor: Literal["local", "ray"] =
                "cells": json_cells(results)}
     apply_table(payload, probes)
     return [*write_results(out_dir, name, payload, render_markdown, figure(payload)), probes, *trec]
+
+
+def recompute(run: Any, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a sweep's results JSON holds that its per-probe table determines (``aggregate``: per size, each row's
+    means and intervals and the Differences) and the same recomputed from ``run`` (the table read back)."""
+    again = {"config": payload["config"], "cells": payload["cells"]}
+    apply_table(again, run)
+    return {"aggregate": payload["aggregate"]}, {"aggregate": again["aggregate"]}
 
 
 def rerender(json_path: Path) -> list[Path]:

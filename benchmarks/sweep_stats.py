@@ -28,9 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.sweep_config import CELL_ONLY, SweepConfig, size_label
+
+if TYPE_CHECKING:
+    from harness.probes import ProbeRun
 
 
 def pair_metrics(cfg: SweepConfig) -> list[str]:
@@ -113,14 +116,14 @@ def json_cells(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k not in ("probes", "ranked")} for r in results]
 
 
-def apply_table(payload: dict[str, Any], probes: Path) -> None:
+def apply_table(payload: dict[str, Any], probes: Path | ProbeRun) -> None:
     """``payload["aggregate"]`` from the per-probe table (see the module doc): per size, each row's means and
     intervals, the Differences of the ``compare`` pairs, and the pairs that could not be compared."""
     from benchmarks.stats_tables import present_pairs, run_stats
-    from harness.probes import read_probes
+    from harness.probes import ProbeRun, read_probes
 
     cfg = SweepConfig.model_validate(payload["config"])
-    run = read_probes(probes)
+    run = probes if isinstance(probes, ProbeRun) else read_probes(probes)
     metrics = [m for m in pair_metrics(cfg) if m in run.metrics]
     ids: dict[str, str] = {}
     for c in payload["cells"]:
@@ -151,5 +154,5 @@ def apply_table(payload: dict[str, Any], probes: Path) -> None:
                       "not_compared": [{"a": names.get(a, a), "b": names.get(b, b),
                                         "missing": [names.get(x, x) for x in (a, b) if x not in order]}
                                        for a, b in missing]})
-    payload["aggregate"] = {"probes": probes.name, "metrics": metrics, "sizes": sizes,
+    payload["aggregate"] = {"probes": run.path.name, "metrics": metrics, "sizes": sizes,
                             "cell_only": sorted(CELL_ONLY)}

@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks import cbr_loop, cbr_probes
 from harness.probes import aggregate, read_probes
+from tests.numbers import assert_same_numbers
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
@@ -31,7 +32,7 @@ def _check(payload: dict, probes: Path) -> None:
             assert got[m]["mean"] == pytest.approx(float(np.mean([r[m] for r in rs])), abs=1e-12), (a["arm"], m)
     again = {"arms": payload["arms"], "meta": payload["meta"]}
     cbr_probes.apply_table(again, probes)
-    assert json.loads(json.dumps(again["stats"])) == json.loads(json.dumps(payload["stats"]))
+    assert_same_numbers(json.loads(json.dumps(again["stats"])), json.loads(json.dumps(payload["stats"])))
     assert {(p["a"], p["b"]) for p in payload["stats"]["differences"]["pairs"]} == set(cbr_probes.PAIRS)
 
 

@@ -337,7 +337,7 @@ def test_levels_name_the_arm_set() -> None:
 def test_compare_workers_writes_walls_and_identity(tmp_path: Path) -> None:
     """``compare_workers`` runs the workload once per count and says, per run, its wall, speed-up and whether its
     results equal the first run's (here two serial runs, so no process is spawned)."""
-    from benchmarks import locomo as mod
+    from benchmarks import locomo_workers as mod
 
     data = tmp_path / "d.json"
     data.write_text(json.dumps([_tiny("conv-a"), _tiny("conv-b")]))
@@ -351,7 +351,7 @@ def test_compare_workers_writes_walls_and_identity(tmp_path: Path) -> None:
 
 def test_quick_worker_comparison_never_writes_the_committed_results() -> None:
     """A quick comparison into benchmarks/results is refused before any work (committed results are full runs)."""
-    from benchmarks import locomo as mod
+    from benchmarks import locomo_workers as mod
     from benchmarks.common import RESULTS_DIR
 
     with pytest.raises(ValueError, match="full runs"):

@@ -21,13 +21,15 @@ from ir_measures import R, Success, nDCG
 from benchmarks.common import RESULTS_DIR, _jsonable
 from harness.probes import SUFFIX, read_probes
 from tests.benchmarks.bench_runs import MAKERS, bench_run
+from tests.numbers import assert_same_numbers
 
 COMMITTED = sorted(p for p in RESULTS_DIR.glob(f"*{SUFFIX}") if p.with_name(p.name[: -len(SUFFIX)] + ".json").exists())
 KS = (5, 10)
 
 
 def _module(name: str) -> Any:
-    return importlib.import_module("benchmarks." + name.replace("-", "_"))
+    """The bench module that wrote a results name (every sweep, ``sweep-<config name>``, by ``benchmarks.sweep``)."""
+    return importlib.import_module("benchmarks." + ("sweep" if name.startswith("sweep-") else name.replace("-", "_")))
 
 
 def _check_recompute(table: Path, payload: dict[str, Any]) -> None:
@@ -36,7 +38,7 @@ def _check_recompute(table: Path, payload: dict[str, Any]) -> None:
     assert hasattr(mod, "recompute"), (f"{mod.__name__} defines no recompute(run, payload): every aggregate of a "
                                        f"committed results JSON must be recomputable from its {table.name}")
     held, got = mod.recompute(read_probes(table), payload)
-    assert json.loads(json.dumps(_jsonable(got))) == held
+    assert_same_numbers(json.loads(json.dumps(_jsonable(got))), held)
 
 
 @pytest.mark.parametrize("table", COMMITTED, ids=[p.name for p in COMMITTED])

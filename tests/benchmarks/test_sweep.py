@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from benchmarks import sweep
 from harness.cli.main import app
+from tests.numbers import assert_same_numbers
 
 runner = CliRunner()
 
@@ -172,7 +173,7 @@ def _check_against_table(payload: dict, probes: Path) -> None:
 
     again = {"config": payload["config"], "cells": payload["cells"]}
     sweep_stats.apply_table(again, probes)
-    assert json.loads(json.dumps(again["aggregate"])) == payload["aggregate"]
+    assert_same_numbers(json.loads(json.dumps(again["aggregate"])), payload["aggregate"])
     run = read_probes(probes)
     metrics = payload["aggregate"]["metrics"]
     checked = 0

@@ -77,14 +77,20 @@ def test_a_bench_run_twice_owns_its_names_and_never_inherits_the_first(tmp_path:
         r = runner.invoke(app, ["bench", "locomo", "--data", str(data), "--conversation", conv, "--arms", "full",
                                 "--quick", "--no-progress", "--out", str(out)])
         assert r.exit_code == 0, r.output
-    # the second run's per-conversation folder holds its own conversation only (it used to keep conv-a's beside)
-    assert sorted(p.name for p in (out / "locomo").iterdir()) == ["conv-b.json"]
+    # the second run's per-conversation folder holds its own conversation only (it used to keep conv-a's beside),
+    # and its TREC qrels name conv-b's questions only
+    assert sorted(p.name for p in (out / "locomo").iterdir()) == ["conv-b.json", "qrels.session.trec",
+                                                                 "qrels.turn.trec"]
+    qrels = (out / "locomo" / "qrels.turn.trec").read_text().splitlines()
+    assert qrels and all(line.startswith("conv-b") for line in qrels), qrels[:3]
     payload = json.loads((out / "locomo.json").read_text())
     assert payload["config"]["conversations"] == ["conv-b"]
     _run_block(out / "locomo.json", "conv-b")
     assert "Code: memsim " in (out / "locomo.md").read_text()
-    assert set(_wrote(r.stdout)) == {out / "locomo.json", out / "locomo.md", out / "locomo.png",
-                                     out / "locomo" / "conv-b.json"}
+    wrote = set(_wrote(r.stdout))
+    assert wrote >= {out / "locomo.json", out / "locomo.md", out / "locomo.png", out / "locomo.probes.parquet",
+                     out / "locomo" / "conv-b.json"}
+    assert all(p.parent == out / "locomo" or p.name.startswith("locomo.") for p in wrote), wrote
     _kept(out, others)
 
 
