@@ -3,7 +3,8 @@
 ``python -m benchmarks.arm_memory --conversation conv-41 --out DIR`` runs one LoCoMo conversation (or several,
 ``conv-42,conv-26``: one after the other, as a worker that is handed two) through the selected arms in this
 process exactly as one worker of ``memsim bench locomo`` does (the bench's own
-``_one_conversation``: its encoder setting, ``--embed store`` by default, the others of the file as PM's training
+``_one_conversation``: its encoder setting, ``--embed store`` by default on a fresh store unless ``--embed-store``
+names one, the others of the file as PM's training
 conversations), and reads this process's memory from Linux's ``/proc/self`` at every stage boundary of every arm
 (``build``, ``ingest``, ``stored``, ``deliver``, ``close``) and, between boundaries, every ``--every`` seconds from a
 sampling thread (the stage's peak). It writes ``arm-memory.{json,md}``.
@@ -192,8 +193,10 @@ def measure(conversation: str, *, data: Path | None = None, arms: str | None = N
     if quick:
         convs = [L.quick_slice(c) for c in convs]
     names = L.select_arms(arms, None, quick=quick)
-    store = StoreSession(embed_store).config() if embed == "store" else None
     root = Path(tempfile.mkdtemp(prefix="memsim-arm-memory-", dir=work_root))
+    # without a folder, a fresh store in the work folder (removed after): the measurement does not depend on, or
+    # write into, the user's shared store
+    store = StoreSession(embed_store or root / "embed-store").config() if embed == "store" else None
     _ROWS.clear()
     sampler = Sampler(every_s)
     _SAMPLER[:] = [sampler]
@@ -255,7 +258,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
     ap.add_argument("--data", type=Path, default=None, help="LoCoMo file or folder (default: the fetched one)")
     ap.add_argument("--arms", default=None, help="arms as for `memsim bench locomo --arms` (default: all)")
     ap.add_argument("--embed", default="store", choices=("store", "per-call"), help="the bench's encoder setting")
-    ap.add_argument("--embed-store", type=Path, default=None, help="the embedding store's folder")
+    ap.add_argument("--embed-store", type=Path, default=None,
+                    help="the embedding store's folder (default: a fresh one, removed after the run)")
     ap.add_argument("--quick", action="store_true", help="the conversation cut as --quick cuts it")
     ap.add_argument("--every", type=float, default=0.05, help="sampling interval in seconds (0.05)")
     ap.add_argument("--out", type=Path, required=True, help="folder for arm-memory.{json,md}")

@@ -28,16 +28,19 @@ def test_models_loaded_finds_outer_modules_only():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
-def test_one_quick_conversation_is_measured_per_arm_and_stage(tmp_path):
+def test_one_quick_conversation_is_measured_per_arm_and_stage(tmp_path, monkeypatch):
     from harness.workloads.locomo import find_locomo_path
 
     data = find_locomo_path()
     if data is None:
         pytest.skip("LoCoMo data not found (set MEMSIM_LOCOMO_DATA)")
-    got = M.measure("conv-26", data=data, arms="full,bm25", embed="per-call", quick=True, work_root=tmp_path)
-    assert [(r["arm"], r["stage"]) for r in got["rows"]] == [(a, s) for a in ("full", "bm25") for s in M.STAGES]
+    shared = tmp_path.parent / f"{tmp_path.name}-shared-store"
+    monkeypatch.setenv("MEMSIM_EMBED_STORE", str(shared))
+    got = M.measure("conv-26", data=data, arms="full,mean", quick=True, work_root=tmp_path)
+    assert [(r["arm"], r["stage"]) for r in got["rows"]] == [(a, s) for a in ("full", "mean") for s in M.STAGES]
     assert all(r["rss"] > 0 and r["peak_rss"] >= r["rss"] - 4096 for r in got["rows"])
-    assert got["arm_status"] == {"conv-26": {"full": "ok", "bm25": "ok"}}
+    assert got["arm_status"] == {"conv-26": {"full": "ok", "mean": "ok"}}
     md = M.render_markdown(got)
     assert md.startswith("# Memory of one LoCoMo worker (conv-26") and "| full | build |" in md
-    assert list(tmp_path.iterdir()) == []  # the work folder is removed
+    assert list(tmp_path.iterdir()) == []  # the work folder and its fresh embedding store are removed
+    assert not shared.exists()  # the user's shared store is neither read nor written
