@@ -72,7 +72,8 @@ def locomo(
     overwrite: OverwriteOpt = False,
 ) -> None:
     """Real LoCoMo conversations through Fractal, AgentFly NP/PM, Tortoise and baselines: per arm what is stored,
-    what is delivered for each question (evidence recall), at how many tokens and how much time."""
+    what is delivered for each question (evidence recall), at how many tokens and how much time. Where one
+    worker's memory goes, per arm and stage: python -m benchmarks.arm_memory."""
     if protocol not in ("designs", "locomo-paper"):
         raise bad_option("--protocol", protocol, ("designs", "locomo-paper"))
     check_embed(embed, embed_store)
@@ -272,18 +273,19 @@ def longmemeval_scale(
     protocol_questions: Annotated[int | None, typer.Option(
         "--protocol-questions", min=1, help="Questions of the protocol part (default 500; quick 20).")] = None,
     design_questions: Annotated[int | None, typer.Option(
-        "--design-questions", min=1, help="Questions per haystack size and setting of the designs part (default "
-                                          "7; quick 3).")] = None,
+        "--design-questions", min=1, help="Designs part: questions per size and setting (default 7; quick "
+                                          "3).")] = None,
     design_sessions: Annotated[str | None, typer.Option(
-        "--design-sessions", help="The designs part's three haystack sizes in sessions per question, comma-separated "
-                                  "(default 8,16,32; quick 8,10,12).")] = None,
+        "--design-sessions", metavar="A,B,C", help="Designs part: three sessions-per-question sizes (default "
+                                                   "8,16,32; quick 8,10,12).")] = None,
     loader_bytes: Annotated[int | None, typer.Option(
         "--loader-bytes", min=1, help="Size of the loader part's generated file in bytes (default about 2.5 GB; "
                                       "quick about 200 MB).")] = None,
     embed: EmbedOpt = "store",
     profile: Annotated[bool, typer.Option(
         "--profile", help="Also profile one generated S-shape question: where its time goes, per arm and phase "
-                          "(encoder calls and texts, Kuzu writes and reads, search, rendering, the rest).")] = False,
+                          "(encoder calls and texts, Kuzu writes and reads, search, rendering, the rest; alone: "
+                          "python -m benchmarks.design_profile).")] = False,
     progress: ProgressOpt = True,
     overwrite: OverwriteOpt = False,
 ) -> None:
