@@ -269,12 +269,12 @@ PAGES: tuple[Page, ...] = (
          "Every LoCoMo arm on each LongMemEval question's own haystack: delivered against stored evidence (both "
          "roles and the official user-only view), tokens, per question type, Tortoise's expansion pair."),
     Page("longmemeval-scale", "LongMemEval at scale", (("longmemeval-scale", _longmemeval_scale),),
-         "python -m benchmarks.longmemeval_scale --protocol-questions 40 --design-questions 2 --out "
-         "benchmarks/results",
-         "The official protocol's wall time on an S-shaped generated file, the design run's cost per question and "
-         "per distinct text with projections for S and M, and the streaming loader's peak memory on a multi-GB "
-         "file. The command below re-measures the committed sizes; `memsim bench longmemeval-scale` runs the full "
-         "ones."),
+         "python -m benchmarks.longmemeval_scale --protocol-questions 40 --profile --out benchmarks/results",
+         "The official protocol's wall time on an S-shaped generated file; the design run before and after the "
+         "embedding store at three haystack sizes, fitted and projected to S and M for one and two workers against "
+         "its level, with the store's encode rate against its floor and where one S-shape question's time goes; "
+         "and the streaming loader's peak memory on a multi-GB file. The command below re-measures the committed "
+         "sizes (the protocol on 40 questions, projected to 500)."),
     Page("stats-coverage", "Statistics checks: coverage and false positives", (("stats-coverage", _stats_coverage),),
          "python -m benchmarks.stats_coverage --out benchmarks/results",
          "How often each 95% interval covers the truth and how often the paired randomization test rejects a true "

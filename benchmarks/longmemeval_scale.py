@@ -8,12 +8,14 @@ here), labelled ``data: synthetic, benchmarks.worlds.longmemeval seed <S>`` in t
   averagings) on a generated S-shape file of 500 questions, against the level "within 20 minutes on this 2-core
   machine". ``--quick`` runs 20 questions and states the 500-question figure as a projection (wall x 500 / n,
   model loading included in the measured wall, so the projection is an upper bound on that account).
-- **designs**: :func:`benchmarks.longmemeval.run` (the default arms) at two haystack sizes (sessions per
-  question); per question its wall seconds (steady: the first question, which loads the models, is left out when
-  there are several) and per arm its ingest milliseconds, and the run's text-cache counts
-  (distinct texts encoded, hits). The cost model is *linear in turns per question*: the two sizes fix an intercept
-  and a slope, the measured cost ratio is compared with the turn ratio (within ``RATIO_TOLERANCE``: cost about
-  proportional to turns; below it: a fixed cost per question), and S (500 questions x ~48 sessions) and M (500 x ~500 sessions) are projected from it, one worker.
+- **designs**: the design run before (``--embed per-call``) and after (``--embed store``: a fresh store, then the
+  same run again on it) at three haystack sizes (8, 16 and 32 sessions per question), 7 questions each (6 steady: what
+  fits the whole bench in about an hour on this machine; ``--design-questions`` takes more), with two workers at the
+  middle size;
+  a non-negative least-squares fit per setting (quadratic in turns, plus the new turns' encoding for the store) and
+  the projection to S and M for one and two workers, against the level "all 500 S questions with every default arm
+  within 4 hours on this machine with two workers"; the store's encode rate against its floor
+  (:mod:`benchmarks.longmemeval_scale_designs` holds the model, its reasons and its page section).
 - **loader**: a generated M-shape file of ~2.5 GB (``--quick``: ~200 MB) is stream-written into a temp folder and
   read by :func:`harness.workloads.longmemeval.iter_questions` in a child process that reports its own peak RSS
   (``VmHWM`` of its address space: Linux keeps ``ru_maxrss`` across fork and exec, so a child of a large parent
@@ -49,16 +51,19 @@ from benchmarks.common import (
     stamp_run,
     write_atomic,
 )
-from benchmarks.progress import Phase, StampedTracker, as_tracker, given_or_own
+from benchmarks.progress import Phase, as_tracker, given_or_own
 from harness.runs import code_text
 
 NAME = "longmemeval-scale"
 PARTS = ("protocol", "designs", "loader")
 LEVEL_PROTOCOL_S = 20 * 60
 LEVEL_LOADER_BYTES = 2 * 1024**3
+LEVEL_DESIGN_S = 4 * 3600
 S_QUESTIONS = 500
-FULL = {"protocol_questions": 500, "design_questions": 6, "design_sessions": (12, 48), "loader_bytes": 2_500_000_000}
-QUICK = {"protocol_questions": 20, "design_questions": 2, "design_sessions": (8, 16), "loader_bytes": 200_000_000}
+FULL = {"protocol_questions": 500, "design_questions": 7, "design_sessions": (8, 16, 32),
+        "loader_bytes": 2_500_000_000, "profile_questions": 500}
+QUICK = {"protocol_questions": 20, "design_questions": 3, "design_sessions": (8, 10, 12),
+         "loader_bytes": 200_000_000, "profile_questions": 10}
 
 _LOADER_CHILD = r"""
 import json, resource, sys, time
@@ -157,79 +162,15 @@ def _distinct_corpus_texts(n_questions: int, seed: int) -> int:
 
 
 # -------------------------------------------------------------------------------------------------------- designs
-def _fit(x0: float, y0: float, x1: float, y1: float) -> tuple[float, float]:
-    """Intercept and slope of the line through two points."""
-    slope = (y1 - y0) / (x1 - x0) if x1 != x0 else 0.0
-    return y0 - slope * x0, slope
-
-
 def measure_designs(tmp: Path, *, n_questions: int, sessions: Sequence[int], seed: int, quick: bool,
-                    arms: str | None = None, track: Any = None, embed: str = "store") -> dict[str, Any]:
-    """The design run at each haystack size in ``sessions`` (two): per-question wall, per-arm ingest, text-cache
-    counts; the linear-in-turns fit and the projection for S and M. ``embed`` is the bench's encoder setting; the
-    store is a fresh one per size (a first run's cost, not a warm store's)."""
-    try:
-        from benchmarks import longmemeval as B
-    except ImportError as e:
-        return _absent(e)
-    from benchmarks.worlds import longmemeval as gen
+                    arms: str | None = None, track: Any = None, profile_questions: int = S_QUESTIONS,
+                    two_workers: bool = True) -> dict[str, Any]:
+    """The design part: :func:`benchmarks.longmemeval_scale_designs.measure` (before and after the store at three
+    haystack sizes, the fits and the projections)."""
+    from benchmarks import longmemeval_scale_designs as D
 
-    track = as_tracker(track)
-    points = []
-    for s in sessions:
-        data = tmp / f"designs-{s}.json"
-        with track.phase(f"generating {s} sessions per question", total=n_questions, unit="questions") as ph:
-            desc = gen.write_file(data, n_questions, seed=seed, sessions=s, progress=_gen_progress(ph))
-        out = tmp / f"designs-out-{s}"
-        stamps: list[float] = []  # the start of the questions loop and the end of each question
-        t0 = time.perf_counter()
-        B.run(out, data=data, arms=arms, limit=n_questions, quick=quick, seed=seed,
-              track=StampedTracker(track, stamps), embed=embed, embed_store=tmp / f"embed-store-{s}")
-        wall = time.perf_counter() - t0
-        gaps = [y - x for x, y in zip(stamps, stamps[1:], strict=False)]
-        res = json.loads((out / "longmemeval.json").read_text(encoding="utf-8"))
-        cost = res["aggregate"]["cost"]
-        qs = res["questions"]
-        caches = res.get("encoder_cache", {})
-        points.append({
-            "sessions_per_question": s, "questions": res["n_questions"], "run_wall_s": wall,
-            "turns_per_question": cost["turns_per_question_mean"],
-            "sessions_per_question_mean": sum(q["n_sessions"] for q in qs) / len(qs),
-            "question_wall_s_all": cost["question_wall_s_mean"],
-            # the first question pays the run's one-off loading (models, stores): the steady cost leaves it out
-            "question_wall_s": (sum(gaps[1:]) / len(gaps[1:])) if len(gaps) > 1 else cost["question_wall_s_mean"],
-            "question_wall_s_each": gaps, "steady_excludes_first": len(gaps) > 1,
-            "arm_ingest_ms": {a: v["ingest_ms_mean"] for a, v in cost["per_arm"].items()},
-            "encoder_cache": caches,
-            "distinct_texts": sum(c.get("texts", 0) for c in caches.values()),
-            "cache_misses": sum(c.get("misses", 0) for c in caches.values()),
-            "cache_hits": sum(c.get("hits", 0) for c in caches.values()),
-            "data": {k: desc[k] for k in ("seed", "questions", "sessions_per_question", "reuse", "turns", "label")},
-        })
-        gen.remove_file(data)
-        _say(f"designs at {s} sessions/question: {cost['question_wall_s_mean']:.2f} s per question")
-    a, b = points[0], points[-1]
-    turns_per_session = b["turns_per_question"] / b["sessions_per_question_mean"]
-    shapes = {"S": gen.S_SESSIONS * turns_per_session, "M": gen.M_SESSIONS * turns_per_session}
-
-    def project(y0: float, y1: float) -> dict[str, Any]:
-        icpt, slope = _fit(a["turns_per_question"], y0, b["turns_per_question"], y1)
-        return {"intercept": icpt, "per_turn": slope, "measured_ratio": (y1 / y0) if y0 else None,
-                **{f"per_question_{k}": icpt + slope * t for k, t in shapes.items()}}
-
-    wall_fit = project(a["question_wall_s"], b["question_wall_s"])
-    arms_fit = {arm: project(a["arm_ingest_ms"][arm], b["arm_ingest_ms"][arm])
-                for arm in a["arm_ingest_ms"] if arm in b["arm_ingest_ms"]}
-    distinct = [p["distinct_texts"] / max(1, p["questions"] * p["turns_per_question"]) for p in points]
-    return {
-        "status": "ok", "quick": quick, "embed": embed, "points": points,
-        "model": "linear in turns per question, fitted through the two measured haystack sizes",
-        "turn_ratio": b["turns_per_question"] / a["turns_per_question"],
-        "wall_fit": wall_fit, "arm_ingest_fit": arms_fit,
-        "turns_per_question": shapes, "shape_questions": S_QUESTIONS,
-        "projection_s": {k: S_QUESTIONS * wall_fit[f"per_question_{k}"] for k in shapes},
-        "distinct_texts_per_turn": distinct,
-    }
+    return D.measure(tmp, n_questions=n_questions, sessions=sessions, seed=seed, quick=quick, arms=arms,
+                     track=track, profile_questions=profile_questions, two_workers=two_workers)
 
 
 # --------------------------------------------------------------------------------------------------------- loader
@@ -289,7 +230,8 @@ def measure_loader(tmp: Path, *, target_bytes: int, seed: int, sessions: int | N
 def check_config(parts: Sequence[str], quick: bool, **given: Any) -> dict[str, Any]:
     """The run's sizes (``QUICK`` or ``FULL``, overridden by ``given`` values that are not None), checked before
     any work: a selection that selects nothing (no part, no question, no byte) is a one-line ``ValueError``, as
-    is a haystack below the generator's 8 sessions."""
+    are fewer than two design questions and haystack sizes that are not three different ones of at least the
+    generator's 8 sessions."""
     if not parts:
         raise ValueError(f"--parts selects nothing: choose from {', '.join(PARTS)}")
     unknown = [p for p in parts if p not in PARTS]
@@ -297,29 +239,46 @@ def check_config(parts: Sequence[str], quick: bool, **given: Any) -> dict[str, A
         raise ValueError(f"unknown part(s) {', '.join(unknown)}: choose from {', '.join(PARTS)}")
     cfg = dict(QUICK if quick else FULL)
     cfg.update({k: v for k, v in given.items() if v is not None})
-    for k in ("protocol_questions", "design_questions", "loader_bytes"):
+    for k in ("protocol_questions", "design_questions", "loader_bytes", "profile_questions"):
         if cfg[k] < 1:
             raise ValueError(f"--{k.replace('_', '-')} must be at least 1, got {cfg[k]}")
-    if len(cfg["design_sessions"]) != 2 or min(cfg["design_sessions"]) < 8:
-        raise ValueError(f"design_sessions takes two haystack sizes of at least 8 sessions per question, got "
-                         f"{list(cfg['design_sessions'])}")
+    if cfg["design_questions"] < 2:
+        raise ValueError(f"--design-questions must be at least 2 (the first question of a run is not steady), "
+                         f"got {cfg['design_questions']}")
+    sizes = list(cfg["design_sessions"])
+    if len(set(sizes)) != 3 or min(sizes) < 8:
+        raise ValueError(f"--design-sessions takes three different haystack sizes of at least 8 sessions per "
+                         f"question, got {sizes}")
     return cfg
+
+
+def parse_sessions(text: str | None) -> tuple[int, ...] | None:
+    """``--design-sessions``: comma-separated whole numbers (None when not given); anything else is a one-line
+    ``ValueError``."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"--design-sessions takes comma-separated whole numbers, got {text!r}") from None
 
 
 def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
         parts: Sequence[str] = PARTS, protocol_questions: int | None = None, design_questions: int | None = None,
         design_sessions: Sequence[int] | None = None, loader_bytes: int | None = None,
         retrievers: Sequence[str] = ("bm25", "minilm"), arms: str | None = None, tmp_dir: Path | None = None,
-        protocol_target: int = S_QUESTIONS,
+        protocol_target: int = S_QUESTIONS, profile_questions: int | None = None, two_workers: bool = True,
         fault_hook: Callable[[str], None] | None = None, embed: str = "store", profile: bool = False) -> list[Path]:
     """Run the selected parts and write ``longmemeval-scale.{json,md,png}`` into ``out_dir`` once all are done.
-    ``embed`` is the design part's encoder setting (``store`` or ``per-call``); ``profile`` adds where one
-    generated S-shape question's time goes, per arm and phase (``benchmarks.design_profile``)."""
+    The design part measures both encoder settings itself; ``embed`` is the profile's (``store`` or
+    ``per-call``): ``profile`` adds where one generated S-shape question's time goes, per arm and phase
+    (``benchmarks.design_profile``)."""
     from benchmarks.common import set_torch_threads
     from benchmarks.worlds import longmemeval as gen
 
     cfg = check_config(parts, quick, protocol_questions=protocol_questions, design_questions=design_questions,
-                       design_sessions=design_sessions, loader_bytes=loader_bytes)
+                       design_sessions=design_sessions, loader_bytes=loader_bytes,
+                       profile_questions=profile_questions)
     set_torch_threads(1)
     t_start = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="memsim-lme-scale-", dir=tmp_dir))
@@ -333,7 +292,8 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
             _say(f"designs on {cfg['design_questions']} questions at {cfg['design_sessions']} sessions/question")
             results["designs"] = measure_designs(tmp, n_questions=cfg["design_questions"],
                                                  sessions=cfg["design_sessions"], seed=seed, quick=quick, arms=arms,
-                                                 track=track, embed=embed)
+                                                 track=track, profile_questions=cfg["profile_questions"],
+                                                 two_workers=two_workers)
         if profile:
             from benchmarks.design_profile import profile_s_question
 
@@ -350,7 +310,8 @@ def run(out_dir: Path, *, quick: bool = False, track: Any = None, seed: int = 0,
                       "pool_size": 2000},
         "config": {**{k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()}, "parts": list(parts),
                    "retrievers": list(retrievers), "arms": arms, "quick": quick},
-        "levels": {"protocol_s": LEVEL_PROTOCOL_S, "loader_bytes": LEVEL_LOADER_BYTES},
+        "levels": {"protocol_s": LEVEL_PROTOCOL_S, "loader_bytes": LEVEL_LOADER_BYTES,
+                   "design_s_two_workers": LEVEL_DESIGN_S},
         **results,
         "meta": {"machine": machine_description(), "seeds": {"seed": seed}, "quick": quick,
                  "wall_s": time.perf_counter() - t_start},
@@ -374,30 +335,6 @@ def write_outputs(out_dir: Path, payload: dict[str, Any], fault_hook: Callable[[
 
 
 # ------------------------------------------------------------------------------------------------------ rendering
-RATIO_TOLERANCE = 0.05
-"""Two ratios within 5% of each other (relative to the turn ratio) are called about equal on the page."""
-
-
-def ratio_sentence(d: dict[str, Any]) -> str:
-    """The measured wall ratio against the turn ratio of the two haystack sizes, compared with a stated tolerance
-    (:data:`RATIO_TOLERANCE`): about equal means the cost per question is close to proportional to its turns; a
-    wall ratio below the turn ratio means part of the cost is fixed per question (the fit's intercept is
-    positive), above it that the cost grows faster than the turns."""
-    turn, wall = d["turn_ratio"], d["wall_fit"]["measured_ratio"]
-    head = f"Turn ratio {turn:.2f}, measured wall ratio {wall:.2f}" if wall is not None else f"Turn ratio {turn:.2f}"
-    if wall is None:
-        return head + " (no wall ratio: the smaller size measured 0 s)."
-    gap = (wall - turn) / turn
-    if abs(gap) <= RATIO_TOLERANCE:
-        return (f"{head}: within {RATIO_TOLERANCE:.0%} of each other, so the cost per question is close to "
-                "proportional to its turns.")
-    if gap < 0:
-        return (f"{head}: the wall ratio is {-gap:.0%} below the turn ratio (more than {RATIO_TOLERANCE:.0%}), so "
-                f"part of the cost is fixed per question (intercept {d['wall_fit']['intercept']:.2f} s).")
-    return (f"{head}: the wall ratio is {gap:.0%} above the turn ratio (more than {RATIO_TOLERANCE:.0%}), so the "
-            "cost grows faster than the turns.")
-
-
 def _gib(b: float) -> str:
     return f"{b / 1024**3:.2f} GiB"
 
@@ -434,27 +371,9 @@ def render_markdown(payload: dict[str, Any]) -> str:
                       "are not LongMemEval results)", ""]
     d = payload.get("designs")
     if d:
-        lines += ["## Design run cost", ""]
-        if d["status"] != "ok":
-            lines += [f"absent: {d['reason']}", ""]
-        else:
-            lines += [md_table(["sessions/question", "questions", "turns/question", "wall s/question",
-                                "distinct texts", "cache hits"],
-                               [[pt["sessions_per_question"], pt["questions"], pt["turns_per_question"],
-                                 pt["question_wall_s"], pt["distinct_texts"], pt["cache_hits"]]
-                                for pt in d["points"]], ".2f"), "",
-                      f"Model: {d['model']}. {ratio_sentence(d)}"
-                      + (" Quick arm settings." if d["quick"] else ""), "",
-                      md_table(["arm", "ingest ms (small)", "ingest ms (large)", "measured ratio", "ms per turn",
-                                "projected ms/question S", "projected ms/question M"],
-                               [[arm, d["points"][0]["arm_ingest_ms"][arm], d["points"][-1]["arm_ingest_ms"][arm],
-                                 f["measured_ratio"], f["per_turn"], f["per_question_S"], f["per_question_M"]]
-                                for arm, f in d["arm_ingest_fit"].items()], ".2f"), "",
-                      md_table(["shape", "turns/question", "projected wall s/question", "projected s for 500 "
-                                "questions (1 worker)"],
-                               [[k, d["turns_per_question"][k], d["wall_fit"][f"per_question_{k}"],
-                                 d["projection_s"][k]] for k in d["turns_per_question"]], ".1f"), "",
-                      "Projections, not measurements: the fit through two measured sizes extrapolated.", ""]
+        from benchmarks.longmemeval_scale_designs import render_section as designs_section
+
+        lines += designs_section(d, payload["generator"])
     ld = payload.get("loader")
     if ld:
         lines += ["## Loader peak memory", ""]
@@ -481,9 +400,10 @@ def render_markdown(payload: dict[str, Any]) -> str:
 
 
 def figure(payload: dict[str, Any]) -> Any:
-    """Three panels: the official protocol's wall (measured bar solid, projections hatched, the level a line), the
-    design run's wall per question against turns per question (measured points, the fit's S and M projections
-    hollow on a dashed line) and the loader's memory (the file and the peak, the level a line)."""
+    """Four panels: the official protocol's wall (measured bar solid, projections hatched, the level a line), the
+    design run's projected hours for all S questions before and after the store with one and two workers (hatched:
+    projections; the level a line), the design run's measured wall per question against turns per question with
+    the projected S and M questions hollow, and the loader's memory (the file and the peak, the level a line)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -491,7 +411,7 @@ def figure(payload: dict[str, Any]) -> Any:
 
     from benchmarks.plotting import PROJECTED, level_line, place_labels
 
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4.2))
     p, d, ld = payload.get("protocol") or {}, payload.get("designs") or {}, payload.get("loader") or {}
     labels: list[tuple[Any, list[float], list[float], list[str]]] = []
     ax = axes[0]
@@ -514,24 +434,14 @@ def figure(payload: dict[str, Any]) -> Any:
         ax.legend(fontsize=8, loc="upper left")
     ax.set_ylabel("seconds")
     ax.set_title("official protocol wall (s)")
-    ax = axes[1]
-    if d.get("status") == "ok":
-        xs = [pt["turns_per_question"] for pt in d["points"]]
-        ys = [pt["question_wall_s"] for pt in d["points"]]
-        ax.plot(xs, ys, "o-", color="#4c72b0", label="measured wall s/question")
-        shapes = sorted(d["turns_per_question"].items(), key=lambda kv: kv[1])
-        px = [t for _, t in shapes]
-        py = [d["wall_fit"][f"per_question_{k}"] for k, _ in shapes]
-        ax.plot([xs[-1], *px], [ys[-1], *py], ls="--", color="#4c72b0", lw=1)
-        ax.plot(px, py, "o", mfc="white", mec="#4c72b0", label="projected (linear fit)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("turns per question (log)")
-        ax.set_ylabel("seconds per question (log)")
-        ax.legend(fontsize=8, loc="upper left")
-        labels.append((ax, px, py, [f"{k}: {v:,.0f} s" for (k, _), v in zip(shapes, py, strict=True)]))
-    ax.set_title("design run cost")
-    ax = axes[2]
+    from benchmarks.longmemeval_scale_designs import plot as designs_plot
+    from benchmarks.longmemeval_scale_designs import plot_level
+
+    plot_level(axes[1], d)
+    axes[1].set_title("design run, all S questions (h)")
+    labels += designs_plot(axes[2], d)
+    axes[2].set_title("design run cost per question")
+    ax = axes[3]
     if ld.get("status") == "ok":
         vals = [ld["file_bytes"] / 1024**3, ld["peak_rss_bytes"] / 1024**3]
         ax.bar(["file", "peak RSS"], vals, color=["#999999", "#4c72b0"])
@@ -564,8 +474,8 @@ def main(argv: list[str] | None = None, track: Any = None) -> list[Path]:
     """The command line (``track``: the caller's progress display; without one the run opens its own)."""
     ap = argparse.ArgumentParser(prog="python -m benchmarks.longmemeval_scale",
                                  description=" ".join(__doc__.split("\n\n", 1)[0].split()))
-    ap.add_argument("--quick", action="store_true", help="20 protocol questions (projected), 2 design questions at "
-                                                          "8 and 16 sessions, a ~200 MB loader file")
+    ap.add_argument("--quick", action="store_true", help="20 protocol questions (projected), 3 design questions at "
+                                                          "8, 10 and 12 sessions, a ~200 MB loader file")
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated files (default 0)")
     ap.add_argument("--out", type=Path, default=None, help="output folder (default: the bench run folder)")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
@@ -573,22 +483,32 @@ def main(argv: list[str] | None = None, track: Any = None) -> list[Path]:
                     help=f"questions of the protocol part (default {FULL['protocol_questions']}; quick "
                          f"{QUICK['protocol_questions']})")
     ap.add_argument("--design-questions", type=int, default=None,
-                    help=f"questions per haystack size of the designs part (default {FULL['design_questions']}; "
-                         f"quick {QUICK['design_questions']})")
+                    help=f"questions per haystack size and setting of the designs part (default "
+                         f"{FULL['design_questions']}; quick {QUICK['design_questions']})")
+    ap.add_argument("--design-sessions", default=None,
+                    help="the designs part's three haystack sizes, sessions per question (default "
+                         f"{','.join(map(str, FULL['design_sessions']))}; quick "
+                         f"{','.join(map(str, QUICK['design_sessions']))})")
     ap.add_argument("--loader-bytes", type=int, default=None,
                     help=f"size of the loader part's generated file in bytes (default {FULL['loader_bytes']:,}; "
                          f"quick {QUICK['loader_bytes']:,})")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile one generated S-shape question (where its time goes, per arm and phase)")
+    ap.add_argument("--embed", default="store", choices=("store", "per-call"),
+                    help="the profile's encoder setting (the designs part measures both)")
     a = ap.parse_args(argv)
     parts = [p.strip() for p in a.parts.split(",") if p.strip()]
     try:  # a selection of nothing is a usage error, before any work
+        sessions = parse_sessions(a.design_sessions)
         check_config(parts, a.quick, protocol_questions=a.protocol_questions, design_questions=a.design_questions,
-                     loader_bytes=a.loader_bytes)
+                     design_sessions=sessions, loader_bytes=a.loader_bytes)
     except ValueError as exc:
         ap.error(str(exc))
     with given_or_own(track) as shown:
         paths = run(a.out or default_out_dir(a.quick), quick=a.quick, seed=a.seed, parts=parts,
                     protocol_questions=a.protocol_questions, design_questions=a.design_questions,
-                    loader_bytes=a.loader_bytes, track=shown)
+                    design_sessions=sessions, loader_bytes=a.loader_bytes, track=shown, profile=a.profile,
+                    embed=a.embed)
     for p in paths:
         print(f"wrote {p}")
     return paths

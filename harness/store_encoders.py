@@ -32,6 +32,7 @@ import contextlib
 import hashlib
 import json
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,20 @@ STORE_NAMES = ("minilm-mean", "minilm-pooler")
 checkpoint: :meth:`StoreSession.pm_encoder`)."""
 
 _WEIGHTS: dict[tuple[str, int, int], str] = {}
+_BASES: dict[tuple[str, str], Any] = {}
+
+
+def base_encoder(name: str, device: str) -> Any:
+    """The model behind the store's ``name`` encoder on ``device``: ``harness.embedding``'s ``MeanPoolingEncoder``
+    or ``PoolerEncoder``, loaded once per process and device and shared by every store session of the process (a
+    LoCoMo worker opens one session per conversation; each used to load its own copies)."""
+    key = (name, device)
+    if key not in _BASES:
+        from harness import embedding
+
+        cls = embedding.MeanPoolingEncoder if name == "minilm-mean" else embedding.PoolerEncoder
+        _BASES[key] = cls(device=device)
+    return _BASES[key]
 
 
 def choose_device(cuda_available: bool | None = None) -> str:
@@ -104,6 +119,11 @@ class StoreEncoder:
         """The encoder behind the store (for timing what an encoder call costs); the store itself without one."""
         return self._base() if self._base is not None else self
 
+    def encode_alone(self, text: str) -> np.ndarray:
+        """What a miss runs for ``text`` (the encoder alone, on the store's device and thread setting), without
+        reading or writing the store: for timing the encode pass against its floor."""
+        return np.asarray(self._encode_one(text), dtype=np.float32).reshape(-1)
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("encode() takes a sequence of strings, not a single string")
@@ -156,13 +176,8 @@ class StoreSession:
 
     def _base(self, name: str) -> Any:
         if name not in self._bases:
-            if self._factory is not None:
-                self._bases[name] = self._factory(name, self.device)
-            else:
-                from harness import embedding
-
-                cls = embedding.MeanPoolingEncoder if name == "minilm-mean" else embedding.PoolerEncoder
-                self._bases[name] = cls(device=self.device)
+            self._bases[name] = (self._factory(name, self.device) if self._factory is not None
+                                 else base_encoder(name, self.device))
         return self._bases[name]
 
     def _fixed_threads(self, fn: Callable[[str], Any], device: str | None = None) -> Callable[[str], Any]:
@@ -208,6 +223,7 @@ class StoreSession:
         path = Path(retriever.model_path)
         st = path.stat()
         key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+        held = weakref.ref(retriever)  # the session outlives the arm: it must not keep the classifier resident
         if key not in self._pm:
             h = hashlib.sha256()
             for k, v in sorted(retriever.model.sentence_bert.state_dict().items()):
@@ -216,9 +232,9 @@ class StoreSession:
             dim = int(retriever.model.sentence_bert.config.hidden_size)
             device = torch.device(retriever.device).type
             self._pm[key] = StoreEncoder("pm-cls", dim, lambda: self._namespace("pm-cls", weights, device, dim),
-                                         lambda text: _pm_one(retriever, text))
+                                         lambda text: _pm_one(held, text))
         enc = self._pm[key]
-        enc._encode_one = self._fixed_threads(lambda text: _pm_one(retriever, text),  # this retriever's model
+        enc._encode_one = self._fixed_threads(lambda text: _pm_one(held, text),  # this retriever's model
                                               torch.device(retriever.device).type)
         return enc
 
@@ -258,9 +274,12 @@ class StoreSession:
         return out
 
 
-def _pm_one(retriever: Any, text: str) -> Any:
+def _pm_one(held: Callable[[], Any], text: str) -> Any:
     import torch
 
+    retriever = held()
+    if retriever is None:
+        raise RuntimeError("the PM classifier behind this pm-cls encoder is gone: ask pm_encoder() again")
     with torch.inference_mode():
         ids, mask = retriever._tok([text])
         return retriever.model.encode(ids, mask)[0].float().cpu().numpy()

@@ -1,10 +1,24 @@
 """The Tortoise store's Kuzu connection: the write-counting wrapper (``write_seq``, fault-hook steps
-``kuzu.commit`` / ``kuzu.autocommit``), the full-buffer-pool error, and the hardened open with retry (REL-12)."""
+``kuzu.commit`` / ``kuzu.autocommit``), the full-buffer-pool error, the prepared-statement cache and the hardened
+open with retry (REL-12).
+
+**Prepared statements.** Kuzu's ``Connection.execute(text, parameters)`` parses, binds and plans ``text`` on every
+call (it prepares a statement and executes it; only a data frame among the parameters takes part in the
+preparation, every other value is bound at execution). The store runs the same few hundred parameterised texts
+thousands of times (a LongMemEval question's capture runs about 30 statements per turn), so the wrapper keeps the
+prepared statement of each text it ran with parameters (at most :data:`PREPARED_MAX`, least recently used out) and
+executes that: the same statement, with the same values, in the same order, so every row, count and error is the
+same (tested: ``tests/tortoise_sim/test_prepared_statements.py`` compares every table and every delivered text of
+a capture with and without the cache). A statement that fails to prepare is not kept (its error comes from
+executing it, as before); any schema statement (``CREATE ... TABLE``, ``ALTER``, ``DROP``, a ``CALL`` such as an index
+built, an extension) empties the cache. ``TortoiseStore.prepared_statements = False`` is the previous path (a fresh preparation
+per call). A statement without parameters goes through Kuzu's plain ``query`` either way."""
 
 from __future__ import annotations
 
 import contextlib
 import re
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +34,10 @@ COMMIT_STEP = "kuzu.commit"
 AUTOCOMMIT_STEP = "kuzu.autocommit"  # a mutating statement outside transaction(): Kuzu commits it on its own
 _TX_CONTROL = re.compile(r"^\s*(BEGIN|COMMIT|ROLLBACK)\b", re.IGNORECASE)
 _ROLLBACK = re.compile(r"^\s*ROLLBACK\b", re.IGNORECASE)
+_SCHEMA = re.compile(r"\b(CREATE\s+(NODE|REL)\s+TABLE|ALTER|DROP|CALL|INSTALL|LOAD\s+EXTENSION|ATTACH|"
+                     r"DETACH\s+DATABASE|USE)\b", re.IGNORECASE)
+PREPARED_MAX = 512
+"""Prepared statements kept per connection (distinct parameterised statement texts, least recently used out)."""
 
 
 class StoreFull(TortoiseError, RuntimeError):
@@ -46,6 +64,8 @@ class _CountingConnection:
     def __init__(self, conn: kuzu.Connection, store: Any) -> None:
         self._conn = conn
         self._store = store
+        self._prepared: OrderedDict[str, Any] = OrderedDict()
+        self.prepared_hits = 0  # executions that reused a kept prepared statement (observed by the tests)
 
     def execute(self, query: Any, parameters: dict[str, Any] | None = None) -> Any:
         store = self._store
@@ -61,17 +81,41 @@ class _CountingConnection:
                 store.full = msg
             raise StoreFull(msg) from None
 
+    def _statement(self, query: Any, parameters: dict[str, Any]) -> Any:
+        """What to hand ``kuzu.Connection.execute``: the cached prepared statement of a parameterised text (see
+        the module docstring), else ``query`` itself."""
+        if not parameters or not isinstance(query, str) or not getattr(self._store, "prepared_statements", False):
+            return query
+        if _SCHEMA.search(query):
+            self._prepared.clear()
+            return query
+        got = self._prepared.get(query)
+        if got is not None:
+            self._prepared.move_to_end(query)
+            self.prepared_hits += 1
+            return got
+        got = self._conn._prepare(query)
+        if not got.is_success():
+            return query  # executed from its text, so the error is Kuzu's own, as before
+        self._prepared[query] = got
+        if len(self._prepared) > PREPARED_MAX:
+            self._prepared.popitem(last=False)
+        return got
+
     def _execute(self, query: Any, parameters: dict[str, Any] | None = None) -> Any:
+        parameters = parameters or {}
         if isinstance(query, str) and not _MUTATING.search(query):
-            return self._conn.execute(query, parameters or {})
+            return self._conn.execute(self._statement(query, parameters), parameters)
         self._store.write_seq += 1
         hook = self._store.autocommit_hook(query)
         if hook is not None:
             hook(AUTOCOMMIT_STEP)
         try:
-            res = self._conn.execute(query, parameters or {})
+            res = self._conn.execute(self._statement(query, parameters), parameters)
         finally:
             self._store.write_seq += 1  # before and after: a cache built mid-statement is never reused
+            if isinstance(query, str) and _SCHEMA.search(query):
+                self._prepared.clear()
         if hook is not None:
             try:
                 after_write(hook, AUTOCOMMIT_STEP, None, None)

@@ -154,6 +154,7 @@ class TortoiseStore(EventFeed):
             self.db = kuzu.Database(":memory:", **sizes)
         self.write_seq = 0  # see _CountingConnection
         self.id_io = "keyed"  # see by_ids
+        self.prepared_statements = True  # see tortoise_sim.connection (False: a fresh preparation per statement)
         self._kuzu_conn = kuzu.Connection(self.db)
         self.conn: Any = _CountingConnection(self._kuzu_conn, self)
         self.clock: Callable[[], datetime] = clock or _system_clock

@@ -74,7 +74,8 @@ def locomo(
     overwrite: OverwriteOpt = False,
 ) -> None:
     """Real LoCoMo conversations through Fractal, AgentFly NP/PM, Tortoise and baselines: per arm what is stored,
-    what is delivered for each question (evidence recall), at how many tokens and how much time."""
+    what is delivered for each question (evidence recall), at how many tokens and how much time. Where one
+    worker's memory goes, per arm and stage: python -m benchmarks.arm_memory."""
     if protocol not in ("designs", "locomo-paper"):
         raise bad_option("--protocol", protocol, ("designs", "locomo-paper"))
     check_embed(embed, embed_store)
@@ -281,21 +282,26 @@ def longmemeval_scale(
     protocol_questions: Annotated[int | None, typer.Option(
         "--protocol-questions", min=1, help="Questions of the protocol part (default 500; quick 20).")] = None,
     design_questions: Annotated[int | None, typer.Option(
-        "--design-questions", min=1, help="Questions per haystack size of the designs part (default 6; quick "
-                                          "2).")] = None,
+        "--design-questions", min=1, help="Designs part: questions per size and setting (default 7; quick "
+                                          "3).")] = None,
+    design_sessions: Annotated[str | None, typer.Option(
+        "--design-sessions", metavar="A,B,C", help="Designs part: three sessions-per-question sizes (default "
+                                                   "8,16,32; quick 8,10,12).")] = None,
     loader_bytes: Annotated[int | None, typer.Option(
         "--loader-bytes", min=1, help="Size of the loader part's generated file in bytes (default about 2.5 GB; "
                                       "quick about 200 MB).")] = None,
     embed: EmbedOpt = "store",
     profile: Annotated[bool, typer.Option(
         "--profile", help="Also profile one generated S-shape question: where its time goes, per arm and phase "
-                          "(encoder calls and texts, Kuzu writes and reads, search, rendering, the rest).")] = False,
+                          "(encoder calls and texts, Kuzu writes and reads, search, rendering, the rest; alone: "
+                          "python -m benchmarks.design_profile).")] = False,
     progress: ProgressOpt = True,
     overwrite: OverwriteOpt = False,
 ) -> None:
     """LongMemEval at scale on generated LongMemEval-format files: the official protocol's wall time on S-shape
-    questions, the design run's cost per question with projections for S and M, and the streaming loader's peak
-    memory on a multi-GB file. Writes longmemeval-scale.{json,md,png}."""
+    questions, the design run before (--embed per-call) and after (the embedding store, cold and warm) at three
+    haystack sizes with projections for S and M, and the streaming loader's peak memory on a multi-GB file
+    (--embed sets the profile's encoders only). Writes longmemeval-scale.{json,md,png}."""
     from benchmarks import longmemeval_scale as mod
 
     chosen = list(mod.PARTS) if parts is None else names_option([parts])
@@ -306,10 +312,16 @@ def longmemeval_scale(
             raise bad_option("--parts", part, mod.PARTS)
 
     check_embed(embed, None)
+    try:
+        sessions = mod.parse_sessions(design_sessions)
+        mod.check_config(chosen, quick, design_sessions=sessions, design_questions=design_questions)
+    except ValueError as exc:
+        flag = "--design-questions" if "--design-questions" in str(exc) else "--design-sessions"
+        raise bad_option(flag, None, str(exc)) from exc
 
     def go(out_dir: Path, *, quick: bool, track: object, seed: int) -> list[Path]:
         return mod.run(out_dir, quick=quick, seed=seed, track=track, parts=chosen,
                        protocol_questions=protocol_questions, design_questions=design_questions,
-                       loader_bytes=loader_bytes, embed=embed, profile=profile)
+                       design_sessions=sessions, loader_bytes=loader_bytes, embed=embed, profile=profile)
 
     run_bench(go, [mod.NAME], out, quick=quick, progress=progress, overwrite=overwrite, seed=seed)

@@ -107,7 +107,7 @@ def test_design_figures_mark_each_measured_zero(name: str, key: str) -> None:
 
 def test_scale_figure_hatches_projections_and_draws_levels_as_lines() -> None:
     fig, payload = _draw("longmemeval-scale")
-    ax_proto, _, ax_mem = fig.axes
+    ax_proto, _, _, ax_mem = fig.axes
     bars = [p for p in ax_proto.patches if isinstance(p, Rectangle) and p.get_height() > 0]
     proto = payload["protocol"]
     measured = [b for b in bars if abs(b.get_height() - proto["wall_s"]) < 1e-6]

@@ -7,13 +7,8 @@ import json
 import pytest
 
 from benchmarks import longmemeval_scale as S
+from benchmarks import longmemeval_scale_designs as D
 from harness.faults import FaultInjected, FaultPlan
-
-
-def test_fit_through_two_points_by_hand():
-    # (10, 5) and (30, 9): slope 4/20 = 0.2, intercept 5 - 2 = 3
-    icpt, slope = S._fit(10, 5, 30, 9)
-    assert slope == pytest.approx(0.2) and icpt == pytest.approx(3.0)
 
 
 def test_unknown_part_is_one_line(tmp_path):
@@ -27,7 +22,10 @@ def test_unknown_part_is_one_line(tmp_path):
     ({"protocol_questions": 0}, "--protocol-questions must be at least 1, got 0"),
     ({"design_questions": 0}, "--design-questions must be at least 1, got 0"),
     ({"loader_bytes": 0}, "--loader-bytes must be at least 1, got 0"),
-    ({"design_sessions": (4, 16)}, "at least 8 sessions per question"),
+    ({"design_sessions": (4, 16, 32)}, "at least 8 sessions per question"),
+    ({"design_sessions": (8, 16)}, "three different haystack sizes"),
+    ({"design_sessions": (8, 16, 16)}, "three different haystack sizes"),
+    ({"design_questions": 1}, "--design-questions must be at least 2"),
 ])
 def test_a_selection_of_nothing_is_refused_before_any_work(tmp_path, given, message):
     with pytest.raises(ValueError, match=message):
@@ -40,21 +38,6 @@ def test_a_selection_of_nothing_is_a_usage_error_on_the_command_line(tmp_path, c
         S.main(["--parts", "", "--out", str(tmp_path / "o")])
     assert exc.value.code == 2 and "--parts selects nothing" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
-
-
-def _designs(turn_ratio, wall_ratio, intercept=0.0):
-    return {"turn_ratio": turn_ratio, "wall_fit": {"measured_ratio": wall_ratio, "intercept": intercept}}
-
-
-def test_the_ratio_sentence_compares_with_a_stated_tolerance():
-    within = S.ratio_sentence(_designs(4.00, 4.10))
-    assert within.startswith("Turn ratio 4.00, measured wall ratio 4.10: within 5% of each other")
-    below = S.ratio_sentence(_designs(4.24, 3.00, intercept=1.5))
-    assert "the wall ratio is 29% below the turn ratio (more than 5%)" in below and "fixed" in below
-    assert "1.50 s" in below
-    above = S.ratio_sentence(_designs(4.00, 4.24))
-    assert "the wall ratio is 6% above the turn ratio (more than 5%)" in above
-    assert all("equal ratios" not in x for x in (within, below, above))
 
 
 def test_the_docs_page_command_is_one_code_span():
@@ -97,19 +80,27 @@ def test_quick_run_writes_results_from_measurements(tmp_path):
     assert [x.name for x in tmp_path.iterdir() if x.name.startswith("memsim-lme-scale-")] == []
 
 
-def test_designs_part_two_sizes(tmp_path):
-    got = S.measure_designs(tmp_path, n_questions=1, sessions=(8, 14), seed=0, quick=True, arms="full,bm25")
-    assert got["status"] == "ok"
-    a, b = got["points"]
-    assert b["turns_per_question"] > a["turns_per_question"]
-    assert got["turn_ratio"] == pytest.approx(b["turns_per_question"] / a["turns_per_question"])
-    f = got["wall_fit"]
-    # the fitted line goes through both measured points
-    assert f["intercept"] + f["per_turn"] * a["turns_per_question"] == pytest.approx(a["question_wall_s"])
-    assert f["intercept"] + f["per_turn"] * b["turns_per_question"] == pytest.approx(b["question_wall_s"])
-    assert got["projection_s"]["S"] == pytest.approx(500 * f["per_question_S"])
-    assert got["turns_per_question"]["M"] > got["turns_per_question"]["S"]
-    assert set(got["arm_ingest_fit"]) >= {"full", "bm25"}
+@pytest.mark.slow
+def test_designs_part_before_and_after_at_three_sizes(tmp_path):
+    """The design part end to end on tiny settings: each size runs per-call, a cold store and a warm one; the page
+    and figure are rendered from the JSON alone."""
+    out = tmp_path / "out"
+    S.run(out, quick=True, seed=0, parts=["designs"], design_questions=2, design_sessions=(8, 9, 10),
+          profile_questions=2, arms="full,mean", tmp_dir=tmp_path, two_workers=False)
+    payload = json.loads((out / "longmemeval-scale.json").read_text())
+    d = payload["designs"]
+    assert d["status"] == "ok" and payload["levels"]["design_s_two_workers"] == 4 * 3600
+    assert [(r["sessions"], r["mode"]) for r in d["runs"]] == [(s, m) for s in (8, 9, 10) for m in D.MODES]
+    warm = [q for r in d["runs"] if r["mode"] == "store-warm" for q in r["questions"]]
+    cold = [q for r in d["runs"] if r["mode"] == "store-cold" for q in r["questions"]]
+    assert all(q["encoded"] == 0 and q["new_turns"] == 0 for q in warm)  # a second run on the store encodes nothing
+    assert all(q["encoded"] > 0 for q in cold) and all(q["new_turns"] > 0 for q in cold)
+    assert set(d["projection"]) == {"store", "per-call"} and set(d["projection"]["store"]) == {"S", "M"}
+    assert d["encode_floor"]["minilm-mean"]["floor_texts"] > 0
+    md = (out / "longmemeval-scale.md").read_text()
+    assert S.render_markdown(payload).rstrip() == md.rstrip()
+    assert "## Design run cost: before and after the embedding store" in md
+    assert (out / "longmemeval-scale.png").stat().st_size > 0
 
 
 def test_interrupted_write_leaves_no_json(tmp_path):

@@ -266,3 +266,71 @@ def test_tortoise_minilm_takes_its_device_and_defaults_to_the_cpu(monkeypatch: p
     MiniLMEncoder(device="cuda").encode(["a"])
     MiniLMEncoder().encode(["b"])  # loaded once per process and device
     assert asked == ["cpu", "cuda"]
+
+
+def test_sessions_of_one_process_share_one_model_per_encoder_and_device(tmp_path: Path) -> None:
+    """A LoCoMo worker opens a session per conversation: the models behind them are loaded once per process."""
+    a = StoreSession(tmp_path / "a", device="cpu")
+    b = StoreSession(tmp_path / "b", device="cpu")
+    for name in ("minilm-mean", "minilm-pooler"):
+        assert a.encoder(name).uncached() is b.encoder(name).uncached()
+    assert a.encoder("minilm-mean").uncached() is not a.encoder("minilm-pooler").uncached()
+    v = a.encoder("minilm-mean").encode(["shared model"])
+    assert np.array_equal(b.encoder("minilm-mean").encode_alone("shared model"), v[0])
+
+
+class _Config:
+    hidden_size = DIM
+
+
+class _Backbone(torch.nn.Module):
+    config = _Config()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(DIM, DIM)
+
+
+class _Model(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sentence_bert = _Backbone()
+
+    def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.sentence_bert.lin(ids.float())
+
+
+class _Retriever:
+    """The parts of an AgentFly ``CaseRetriever`` the ``pm-cls`` encoder reads."""
+
+    def __init__(self, path: Path) -> None:
+        if not path.exists():
+            path.write_bytes(b"checkpoint")
+        self.model_path, self.device, self.model = str(path), "cpu", _Model()
+
+    def _tok(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = torch.from_numpy(np.stack([fake_vec(t) for t in texts]))
+        return ids, torch.ones_like(ids)
+
+
+def test_the_pm_encoder_does_not_keep_its_classifier_resident(tmp_path: Path) -> None:
+    """The session outlives the PM arm (LongMemEval: the whole run): once the arm's retriever is gone its model is
+    freed, a new text then fails with one line, and the next retriever's encoder works on the same namespace."""
+    import gc
+    import weakref
+
+    s = StoreSession(tmp_path / "store", device="cpu")
+    first = _Retriever(tmp_path / "last.pt")
+    enc = s.pm_encoder(first)
+    got = enc.encode(["a case"])
+    state = {k: v.clone() for k, v in first.model.state_dict().items()}
+    model = weakref.ref(first.model)
+    del first
+    gc.collect()
+    assert model() is None  # nothing in the session holds the classifier
+    assert np.array_equal(enc.encode(["a case"]), got)  # stored vectors are still read
+    with pytest.raises(RuntimeError, match="PM classifier behind this pm-cls encoder is gone"):
+        enc.encode(["a new case"])
+    second = _Retriever(tmp_path / "last.pt")
+    second.model.load_state_dict(state)  # the same backbone weights: the same namespace
+    assert s.pm_encoder(second) is enc and enc.encode(["a new case"]).shape == (1, DIM)

@@ -142,3 +142,54 @@ def test_pm_without_other_conversations_is_an_error(tmp_path):
     arm = PMArm(ArmContext(workdir=tmp_path, quick=True))
     with pytest.raises(ValueError, match="leave-one-conversation-out"):
         arm.ingest(tiny_conversation())
+
+
+@pytest.mark.parametrize("pooling", ["pooler", "mean"])
+def test_the_faithful_batch_is_timed_once_per_shape_unless_every_bank_is_asked_for(pooling, tmp_path, monkeypatch):
+    """Two banks of the same batch shape: with ``per-shape`` timing the second reports the first's per-text cost
+    and runs no timing batch; with ``per-bank`` it runs its own. The encoder calls are observed, not assumed."""
+    import harness.workloads.agentfly_arm as af
+
+    calls: list[int] = []
+    timing = [False]  # encoder calls are counted while the arm times its batch only (not its index)
+    if pooling == "pooler":
+        import agentfly_sim.embedding as emb
+
+        real = emb.embed_texts
+        monkeypatch.setattr(emb, "embed_texts",
+                            lambda texts, *a, **k: (timing[0] and calls.append(len(texts))) or real(texts, *a, **k))
+    else:
+        from harness.embedding import MeanPoolingEncoder
+
+        real_mean = MeanPoolingEncoder.encode
+        monkeypatch.setattr(MeanPoolingEncoder, "encode",
+                            lambda self, texts: (timing[0] and calls.append(len(texts))) or real_mean(self, texts))
+    real_measure = NPArm._measure_faithful_batch
+
+    def measure(self):
+        timing[0] = True
+        try:
+            return real_measure(self)
+        finally:
+            timing[0] = False
+
+    monkeypatch.setattr(NPArm, "_measure_faithful_batch", measure)
+    monkeypatch.setattr(af, "_TIMED_BATCHES", {})
+    got = {}
+    for mode in ("per-shape", "per-bank"):
+        for i in range(2):
+            calls.clear()
+            arm = NPArm(ArmContext(workdir=tmp_path / f"{mode}{i}", k_values=(2,)), pooling=pooling,
+                        recompute_timing=mode)
+            arm.ingest(tiny_conversation())
+            meta = arm.deliver(tiny_conversation().probes[0])[f"{arm.name}@2"].meta
+            got[(mode, i)] = (arm.timed_shape, arm.timing_reused, list(calls), meta)
+    shape = got[("per-shape", 0)][0]
+    assert shape[0] == 6 and all(g[0] == shape for g in got.values())  # the same bank: the same shape
+    assert got[("per-shape", 0)][1:3] == (False, [2, 6])  # warm-up of two texts, then the timed batch
+    assert got[("per-shape", 1)][1:3] == (True, [])  # nothing timed again
+    assert got[("per-shape", 1)][3]["per_text_encode_ms"] == got[("per-shape", 0)][3]["per_text_encode_ms"]
+    assert got[("per-shape", 1)][3]["recompute_timing"] == "per-shape"
+    assert got[("per-bank", 1)][1:3] == (False, [2, 6])  # the previous behaviour: every bank timed
+    with pytest.raises(ValueError, match="recompute_timing"):
+        NPArm(ArmContext(workdir=tmp_path / "x"), recompute_timing="never")
