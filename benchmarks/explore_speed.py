@@ -149,7 +149,7 @@ def run(out: Path, run_dir: Path | None = None, name: str = NAME, repeats: int =
 
 
 def main(argv: list[str] | None = None) -> int:
-    from harness.explore import find_run
+    from harness.explore import ExploreError, find_run
     from harness.results_dir import default_out
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.explore_speed", description=__doc__.split("\n\n")[0])
@@ -159,8 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="loads and filter repeats (default 3)")
     args = ap.parse_args(argv)
     out = args.out or default_out("explore-speed")
-    run_dir, name = find_run(args.run) if args.run else (None, NAME)
-    r = run(out, run_dir, name, max(1, args.repeats))
+    try:
+        run_dir, name = find_run(args.run) if args.run else (None, NAME)
+        r = run(out, run_dir, name, max(1, args.repeats))
+    except (ExploreError, OSError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
     lv = r["levels"]
     print(f"page {r['page_bytes'] / 1e6:.2f} MB (level {lv['page_bytes']['max'] / 1e6:g} MB: "
           f"{'met' if lv['page_bytes']['met'] else 'missed'}); store {r['store']['file_bytes'] / 1e6:.2f} MB, "

@@ -55,6 +55,8 @@ def find_run(arg: Path | str) -> tuple[Path, str]:
             return p.parent, p.name[: -len(suffix)]
     if p.is_dir():
         names = sorted(f.name[: -len(table)] for f in p.glob(f"*{table}") if f.is_file())
+        if not names and (p.parent / f"{p.name}{table}").is_file():  # <folder>/<name>, whose own folder exists
+            return p.parent, p.name
         if len(names) == 1:
             return p, names[0]
         if names:

@@ -132,3 +132,17 @@ def test_bench_no_explore_skips_only_the_page(tmp_path: Path) -> None:
         assert r.exit_code == 0, r.output
         assert (out / "longmemeval.deliveries.json.gz").is_file()
         assert (out / "longmemeval.explore.html").is_file() is page
+
+
+def test_a_run_named_by_folder_and_name_beside_its_own_folder(tmp_path: Path) -> None:
+    """``<folder>/<name>`` names the run even when the run's own folder ``<folder>/<name>/`` exists (a LoCoMo run
+    keeps its conversations there): ``memsim explore benchmarks/results/locomo`` is the form a user types."""
+    from harness.explore import find_run
+
+    (tmp_path / "locomo").mkdir()
+    (tmp_path / "locomo" / "conv-1.json").write_text("{}")
+    (tmp_path / "locomo.probes.parquet").write_bytes(b"")
+    assert find_run(tmp_path / "locomo") == (tmp_path, "locomo")
+    (tmp_path / "locomo.probes.parquet").unlink()
+    with pytest.raises(ExploreError, match="no per-probe table"):
+        find_run(tmp_path / "locomo")
