@@ -60,8 +60,9 @@ def _path(loc: tuple[Any, ...]) -> str:
             out += f"[{part}]"
         elif part in ("[key]",) or (isinstance(part, str) and ("[" in part or part.startswith("function-"))):
             continue
-        else:
-            out += ("." if out else "") + str(part)
+        else:  # a key with a line break or another control character is shown escaped: the error stays one line
+            text = str(part)
+            out += ("." if out else "") + (text if text.isprintable() else repr(text))
     return out or "(top level)"
 
 

@@ -118,6 +118,18 @@ def test_each_error_class_is_one_line_with_its_key_path(tmp_path: Path, case: st
     assert any(e.startswith(expected) for e in errs), errs
 
 
+@pytest.mark.parametrize("key", ["\\n", "a\\rb", "I\\u00a1\\\"\\ni"])
+def test_a_key_with_a_line_break_is_shown_escaped_on_one_line(tmp_path: Path, key: str) -> None:
+    """A key holding a line break (found by ``memsim fuzz --target hosts-scenario``): the error names it escaped,
+    so it stays one line."""
+    p = _write(tmp_path, '{"' + key + '": [], "sessions": [null]}\n')
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(p)
+    msg = str(exc.value)
+    assert msg.startswith(f"{p}: ") and "\n" not in msg and "\r" not in msg, msg
+    assert "unknown key" in msg
+
+
 def test_yaml_syntax_error_names_line(tmp_path: Path) -> None:
     (err,) = _errors(tmp_path, BASE + "  - prompts: [\n")
     assert err.split(":")[0].isdigit() and "YAML error" in err
