@@ -243,7 +243,7 @@ PAGES: tuple[Page, ...] = (
          "memsim crash --kill --concurrency --out benchmarks/results",
          "Every durable write sequence of the three designs crashed at every step, restarted from disk and "
          "checked, for the faithful code and each hardened option."),
-    Page("fuzz", "Fuzzed loaders", (("fuzz", _fuzz), ("fuzz-10k", _fuzz), ("fuzz-10k-spool-meta", _fuzz)),
+    Page("fuzz", "Fuzzed loaders", (("fuzz", _fuzz), ("fuzz-10k", _fuzz)),
          "memsim fuzz --examples N --name NAME --out benchmarks/results",
          "One hypothesis target per loader; every input ends accepted, skipped (a documented faithful skip) or "
          "rejected (a one-line error naming the file); crashes and partial writes are bugs."),
