@@ -809,17 +809,34 @@ def start_detached(db: str | os.PathLike[str] | None, socket_path: str | None = 
     with open(log, "ab") as fh:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, start_new_session=True)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = Path(log).read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
-            reason = " ".join(tail).removeprefix("error: ") or f"see {log}"
-            raise ServiceStartError(f"the service could not start: {reason}")
-        with contextlib.suppress(ServiceError, TimeoutError, OSError):
-            res = call(sock, "status", timeout=5.0)
-            if res is not None and res.get("pid") == proc.pid and not _warming(res):
-                return {"pid": proc.pid, "socket": sock, "log": log, "status": res}
-        time.sleep(0.05)
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                tail = Path(log).read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
+                reason = " ".join(tail).removeprefix("error: ") or f"see {log}"
+                raise ServiceStartError(f"the service could not start: {reason}")
+            with contextlib.suppress(ServiceError, TimeoutError, OSError):
+                res = call(sock, "status", timeout=5.0)
+                if res is not None and res.get("pid") == proc.pid and not _warming(res):
+                    return {"pid": proc.pid, "socket": sock, "log": log, "status": res}
+            time.sleep(0.05)
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C or SIGTERM while waiting: the caller never gets the pid,
+        _end_child(proc)                     # so the service it started ends here instead of living on orphaned
+        raise
     raise ServiceStartError(f"service did not answer within {timeout:.0f} s (log: {log})")
+
+
+def _end_child(proc: Any) -> None:
+    """End a service process this process started (by its own handle): SIGTERM, then SIGKILL after 5 s."""
+    import subprocess
+
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _warming(status: dict[str, Any]) -> bool:

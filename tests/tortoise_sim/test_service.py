@@ -428,3 +428,31 @@ def test_a_read_the_caches_cannot_answer_takes_the_lock(short_dir, monkeypatch):
         assert svc.view_reads == 1 and svc.errors == 0
     finally:
         svc.close()
+
+
+def test_an_interrupted_start_ends_the_service_it_started(tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM while ``start_detached`` waits for the service to answer: the caller never gets the pid,
+    so the started process must not outlive the wait (``memsim bench serve`` stopped during a 1e5 load left one)."""
+    import subprocess
+
+    from tortoise_sim import service as svc
+
+    started: list[subprocess.Popen] = []
+    real = subprocess.Popen
+
+    def popen(*a, **kw):
+        p = real(*a, **kw)
+        started.append(p)
+        return p
+
+    def interrupted(*a, **kw):  # the first status call after the start is where Ctrl-C lands
+        if started:
+            raise KeyboardInterrupt
+        return None
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(svc, "call", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        svc.start_detached(tmp_path / "t.kuzu", str(tmp_path / "s.sock"), timeout=60.0)
+    (proc,) = started
+    assert proc.poll() is not None  # ended, not orphaned
