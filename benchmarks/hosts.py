@@ -359,6 +359,36 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, track: Callable[..
     return [*write_results(out_dir, NAME, payload, render_markdown, figure(payload)), table]
 
 
+def recompute(run: Any, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``hosts.json`` holds that ``hosts.probes.parquet`` determines, and the same recomputed from ``run``
+    (the table read back): per host and hooked cell, the first prompt's p50 and its overhead interval over
+    ``none`` (the table keeps one later prompt per session, so later prompts are checked only where every session
+    had at most two)."""
+    from benchmarks.hosts_cells import PROBE_METRICS, overhead_interval
+    from harness.probes import select
+
+    lat = complete(payload)["latency"]
+    held: dict[str, Any] = {}
+    got: dict[str, Any] = {}
+    for host, lc in lat.items():
+        positions = ["first"] + (["later"] if all(len(s["latency_s"]) <= 2 for s in lc["sessions"]) else [])
+        table = select(run.table, {"cluster": host})
+        col = {pos: table.column(PROBE_METRICS[pos]).to_pylist() for pos in positions}
+        cell_of = table.column("row").to_pylist()
+
+        def values(cell: str, pos: str) -> list[float | None]:
+            return [v for v, c in zip(col[pos], cell_of, strict=True) if c == cell]  # noqa: B023
+
+        for cell in CELLS[1:]:
+            for pos in positions:
+                key = f"{host}/{cell}/{pos}"
+                held[key] = {"p50": lc["cells"][cell][pos]["p50"],
+                             "overhead_interval": lc["cells"][cell][pos]["overhead_interval"]}
+                got[key] = {"p50": _stats(values(cell, pos))["p50"],
+                            "overhead_interval": overhead_interval(values(cell, pos), values("none", pos))}
+    return held, got
+
+
 # ------------------------------------------------------------------------------------------------ rendering
 def complete(p: dict[str, Any]) -> dict[str, Any]:
     """``p`` with every overhead interval and the levels that judge by them: results written before the

@@ -51,6 +51,7 @@ from benchmarks.common import (
     stamp_run,
     write_atomic,
 )
+from benchmarks.longmemeval_scale_designs import _say
 from benchmarks.progress import Phase, as_tracker, given_or_own
 from harness.runs import code_text
 
@@ -84,10 +85,6 @@ except (OSError, StopIteration):
 print(json.dumps({"questions": n, "turns": turns, "wall_s": time.perf_counter() - t0, "vm_hwm_kb": hwm,
                   "ru_maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
-
-
-def _say(msg: str) -> None:
-    print(f"longmemeval-scale: {msg}", flush=True)
 
 
 def _gen_progress(phase: Phase) -> Callable[[int, int, int], None]:

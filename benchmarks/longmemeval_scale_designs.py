@@ -64,6 +64,11 @@ import numpy as np
 
 from benchmarks.progress import StampedTracker, as_tracker
 
+
+def _say(msg: str) -> None:
+    """One status line on stdout, as the rest of ``longmemeval-scale`` prints them."""
+    print(f"longmemeval-scale: {msg}", flush=True)
+
 MODES = ("per-call", "store-cold", "store-warm")
 S_QUESTIONS = 500
 LEVEL_DESIGN_S = 4 * 3600
@@ -312,7 +317,7 @@ def measure(tmp: Path, *, n_questions: int, sessions: Sequence[int], seed: int, 
             arms: str | None = None, track: Any = None, profile_questions: int = S_QUESTIONS,
             shapes: dict[str, int] | None = None, two_workers: bool = True) -> dict[str, Any]:
     """The design part (see the module docstring): the runs, the fits, the projections and the encode floor."""
-    from benchmarks.longmemeval_scale import _say as say
+    say = _say
     from benchmarks.worlds import longmemeval as gen
 
     try:

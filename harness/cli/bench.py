@@ -26,7 +26,8 @@ app = typer.Typer(help="Benchmarks, each measuring its arms side by side in one 
                        "(benchmarks.report) from the committed results (--check compares only); python -m "
                        "benchmarks.explore_speed measures the explorer page's size and speed, python -m "
                        "benchmarks.explore_docs makes its docs screenshots, python -m benchmarks.design_profile shows where "
-                       "one LongMemEval design question's time goes (also longmemeval-scale --profile).",
+                       "one LongMemEval design question's time goes (also longmemeval-scale --profile), python -m "
+                       "benchmarks.locomo_workers compares LoCoMo runs with different worker counts.",
                   no_args_is_help=True)
 
 for _name, _fn in (("selectors", m.selectors), ("cbr-loop", m.cbr_loop), ("cost", m.cost), ("locomo", w.locomo),
