@@ -67,7 +67,7 @@ def created_paths(trace: Path) -> tuple[list[str], list[str]]:
         head, _, rest = raw.partition(" ")
         if not head.isdigit():
             continue
-        pid = int(head)
+        pid, rest = int(head), rest.lstrip()  # strace pads a pid shorter than five digits with spaces
         if rest.endswith("<unfinished ...>"):
             pending[pid] = rest[: -len("<unfinished ...>")]
             continue
