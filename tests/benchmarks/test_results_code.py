@@ -17,14 +17,15 @@ from harness.runs import code_text, describe_code
 SAMPLE = {"memsim": "9.9.9", "commit": "0123456789abcdef0123", "diff_sha256": "fedcba9876543210fedc",
           "command": "memsim bench sample --out somewhere", "finished_utc": "2026-01-01T00:00:00+00:00",
           "wall_s": 12.0}
-SOURCES = [(page.slug, name, fn) for page in docs_pages.PAGES for name, fn in page.sources]
+# every page source whose results JSON is committed (a page of results not committed, e.g. locomo-workers, has
+# nothing to check here)
+SOURCES = [(page.slug, name, fn) for page in docs_pages.PAGES for name, fn in page.sources
+           if (RESULTS_DIR / f"{name}.json").exists()]
 
 
 @pytest.mark.parametrize("slug,name,fn", SOURCES, ids=[f"{s}:{n}" for s, n, _ in SOURCES])
 def test_every_results_page_names_the_code_of_its_json(slug, name, fn) -> None:
     path = RESULTS_DIR / f"{name}.json"
-    if not path.exists():
-        pytest.skip(f"{path.name} is not committed")
     payload = json.loads(path.read_text(encoding="utf-8"))
     assert code_text(payload.get("run")) in fn(copy.deepcopy(payload))  # a committed result: what it recorded
     payload["run"] = SAMPLE
