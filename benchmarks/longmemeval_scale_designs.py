@@ -331,8 +331,8 @@ def measure(tmp: Path, *, n_questions: int, sessions: Sequence[int], seed: int, 
     floor: dict[str, Any] = {}
     for s in sessions:
         data = tmp / f"designs-{s}.json"
-        with track.phase(f"generating {s} sessions per question", total=n_questions, unit="questions"):
-            gen.write_file(data, n_questions, seed=seed, sessions=s)
+        with track.phase(f"generating {s} sessions per question", total=n_questions, unit="questions") as ph:
+            gen.write_file(data, n_questions, seed=seed, sessions=s, progress=lambda done, total, _b: ph.update(done, total=total))
         prof = reuse_profile(gen.generate(n_questions, seed=seed, sessions=s))
         cold_new = [n for _, n in prof]
         store = tmp / f"store-{s}"

@@ -274,7 +274,10 @@ def _real_out(out: Path | None) -> Path:
 
 
 def longmemeval_scale(
-    quick: QuickOpt = False,
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="Small sizes: 20 protocol questions, 3 design questions at 8, 10 and 12 sessions, a ~200 MB "
+                        "loader file (about 15 minutes on 2 cores: the designs part runs eleven design runs); "
+                        "results go to --out like a full run's.")] = False,
     out: OutOpt = None,
     seed: SeedOpt = 0,
     parts: Annotated[str | None, typer.Option(
