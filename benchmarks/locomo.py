@@ -381,6 +381,8 @@ def _run_parallel(jobs: list[dict[str, Any]], workers: int, track: Tracker,
     got = [o for o in out if o is not None]
     for o in got:
         o["sampled_peak_rss_mb"] = sampler.peak_mb
+        o["sampled_peak_parts_mb"] = sampler.peak_parts_mb
+        o["sampled_peak_pss_mb"] = sampler.peak_pss_mb
     return got
 
 
@@ -471,7 +473,9 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
         shutil.rmtree(work_root, ignore_errors=True)
     results = [got["result"] for got in outcomes]
     paths.sort(key=lambda p: [c.sample_id for c in chosen].index(p.stem))
-    worker_peaks = {got["pid"]: got["peak_rss_mb"] for got in outcomes} if used > 1 else {}
+    worker_peaks: dict[int, float] = {}  # each worker's own peak: the largest its outcomes saw (jobs order is not
+    for got in outcomes if used > 1 else []:  # the order a worker finished them in)
+        worker_peaks[got["pid"]] = max(worker_peaks.get(got["pid"], 0.0), got["peak_rss_mb"])
     rows = table_rows(results)
     if not rows:  # every arm unavailable or failed everywhere: an error, not results without rows
         reasons = sorted({f"{arm}: {info.get('message', info['status'])}" for res in results
@@ -510,6 +514,8 @@ def run(out_dir: Path, *, quick: bool = False, seed: int = 0, data: Path | None 
         "peak_rss_mb": max(outcomes[0]["sampled_peak_rss_mb"], max(worker_peaks.values())) if worker_peaks
         else peak_rss_mb(),
         "worker_peak_rss_mb": sorted(worker_peaks.values()),
+        "peak_parts_mb": outcomes[0].get("sampled_peak_parts_mb") if worker_peaks else None,
+        "peak_pss_mb": outcomes[0].get("sampled_peak_pss_mb") if worker_peaks else None,
         "meta": {"machine": machine_description(), "seeds": {"seed": seed}, "quick": quick, "workers": used,
                  "wall_s": time.perf_counter() - t_start},
     }

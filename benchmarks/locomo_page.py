@@ -134,8 +134,15 @@ def markdown(payload: dict[str, Any]) -> str:
 def _workers_note(payload: dict[str, Any]) -> str:
     n = payload["config"].get("workers", 1)
     peaks = payload.get("worker_peak_rss_mb") or []
-    return (f" (this process and its {len(peaks)} worker processes together, sampled every quarter second; the "
-            f"workers' own peaks {', '.join(f'{x:.0f}' for x in peaks)} MiB)" if n > 1 and peaks else "")
+    if not (n > 1 and peaks):
+        return ""
+    parts = payload.get("peak_parts_mb")
+    at_peak = (f"; at that moment this process {parts['parent']:.0f} MiB and the workers "
+               f"{', '.join(f'{x:.0f}' for x in parts['workers'])} MiB" if parts else "")
+    pss = (f"; the same processes' proportional set sizes (each shared page counted once) peaked at "
+           f"{payload['peak_pss_mb']:.0f} MiB" if payload.get("peak_pss_mb") else "")
+    return (f" (this process and its {len(peaks)} worker processes together, sampled every quarter second{at_peak}; "
+            f"the workers' own peaks {', '.join(f'{x:.0f}' for x in peaks)} MiB{pss})")
 
 
 def expected_levels_line(payload: dict[str, Any]) -> str:

@@ -63,16 +63,27 @@ def encoder_store(embed: str, embed_store: Path | None) -> dict[str, Any] | None
 
 
 # ------------------------------------------------------------------------------------------------ memory, pools
-def rss_mb(pid: int) -> float:
-    """Resident memory of one process in MiB (Linux ``/proc``; 0 when it is gone)."""
+def _proc_kib(path: str, field: str) -> float:
+    """The KiB number of the first line of ``path`` that starts with ``field`` (0 when the file or line is gone)."""
     try:
-        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+        with open(path, encoding="ascii", errors="replace") as fh:
             for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
+                if line.startswith(field):
+                    return float(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
     return 0.0
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of one process in MiB (Linux ``/proc``; 0 when it is gone)."""
+    return _proc_kib(f"/proc/{pid}/status", "VmRSS:") / 1024
+
+
+def pss_mb(pid: int) -> float:
+    """Proportional set size of one process in MiB (``/proc/<pid>/smaps_rollup``; 0 when it is gone or the kernel
+    lacks the file)."""
+    return _proc_kib(f"/proc/{pid}/smaps_rollup", "Pss:") / 1024
 
 
 def peak_rss_mb() -> float:
@@ -88,19 +99,29 @@ def own_peak_rss_mb() -> float:
 
 class RssSampler:
     """The resident memory of this process plus its worker processes, summed every quarter second (Linux
-    ``/proc``); ``peak_mb`` is the largest sum seen: the run's memory at one moment, measured."""
+    ``/proc``); ``peak_mb`` is the largest sum seen: the run's memory at one moment, measured. ``peak_parts_mb``
+    says what that sum was made of (``parent``, each ``workers`` entry), and ``peak_pss_mb`` is the largest sum of
+    the same processes' proportional set sizes (a page mapped by several processes, such as a shared library or
+    the embedding store's segments, counted once over them: what they take together), sampled at the same
+    moments. ``VmRSS`` counts such a page in full in every process that maps it."""
 
     def __init__(self, pids: Callable[[], list[int]], every_s: float = 0.25) -> None:
         self.pids, self.every_s = pids, every_s
         self.peak_mb = 0.0
+        self.peak_pss_mb = 0.0
+        self.peak_parts_mb: dict[str, Any] = {"parent": 0.0, "workers": []}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
         while True:
-            total = rss_mb(os.getpid()) + sum(rss_mb(p) for p in self.pids())
-            self.peak_mb = max(self.peak_mb, total)
+            me, kids = rss_mb(os.getpid()), [rss_mb(p) for p in self.pids()]
+            total = me + sum(kids)
+            if total > self.peak_mb:
+                self.peak_mb = total
+                self.peak_parts_mb = {"parent": me, "workers": sorted(kids)}
+            self.peak_pss_mb = max(self.peak_pss_mb, pss_mb(os.getpid()) + sum(pss_mb(p) for p in self.pids()))
             if self._stop.wait(self.every_s):
                 return
 

@@ -12,7 +12,9 @@ of the delivered text (two runs delivered the same text when their digests agree
 point). An arm that cannot be built, or whose ``ingest`` raises ``ArmUnavailable`` (the conversation lacks
 what it needs, e.g. recorded LM outputs), is reported ``unavailable`` with the reason; an arm that raises while
 ingesting or delivering is reported ``error`` with a one-line message, and its partial records are dropped (so a
-half-run arm never enters an average). Either way the other arms go on. With an ``answerer`` (``--lm``), each
+half-run arm never enters an average). Either way the other arms go on. After each arm closes, the memory it freed is
+handed back to the kernel (:func:`harness.heap.release_freed_heap`), so a process that runs many arms keeps only
+what is still in use (the results are unchanged). With an ``answerer`` (``--lm``), each
 delivered row's text is answered and scored; without it no answer field exists.
 
 Progress: each arm's ingest is a phase of ``track`` counting the conversation's turns (when ``track`` can open
@@ -39,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.heap import release_freed_heap
 from harness.progress import report, reporting
 from harness.workloads.arms import ArmSpec, ArmUnavailable, build_arm
 from harness.workloads.base import ArmContext, Delivery
@@ -288,6 +291,8 @@ def run_conversation(conv: Conversation, arm_names: Sequence[str | ArmSpec], wor
                 arm.close()
             except Exception as exc:  # a failing close is reported beside the arm, the records stand
                 info["close_error"] = _one_line(exc)
+            arm = None
+            release_freed_heap()  # what the closed arm freed goes back to the kernel (harness.heap)
         out["records"] += records
         out["examples"].update(examples)
     return out

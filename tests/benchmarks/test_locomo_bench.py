@@ -287,6 +287,11 @@ def test_parallel_conversations_change_no_result(tmp_path: Path) -> None:
     a = json.loads((serial / "locomo.json").read_text())
     b = json.loads((parallel / "locomo.json").read_text())
     assert a["config"]["workers"] == 1 and b["config"]["workers"] == 2 and len(b["worker_peak_rss_mb"]) >= 1
+    # the sampled peak is the sum of what this process and each worker held at that moment
+    parts = b["peak_parts_mb"]
+    assert parts["parent"] > 0 and len(parts["workers"]) == 2
+    assert b["peak_rss_mb"] >= parts["parent"] + sum(parts["workers"]) - 1e-6 and b["peak_pss_mb"] > 0
+    assert a["peak_parts_mb"] is None  # one process: its own peak, nothing sampled
     assert mod.comparable(a) == mod.comparable(b)
     assert [c["conversation"] for c in b["conversations"]] == ["conv-a", "conv-b", "conv-c"]
     assert all(s["status"] == "ok" for per in b["aggregate"]["arm_status"].values() for s in per.values())
