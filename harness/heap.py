@@ -36,7 +36,7 @@ def _malloc_trim() -> Any:
 
 def release_freed_heap() -> bool:
     """Return the C heap's free pages to the kernel (glibc ``malloc_trim(0)``); ``True`` when it could be asked,
-    ``False`` where the C library has no such call. Costs about a millisecond per hundred MB of heap."""
+    ``False`` where the C library has no such call. Its cost grows with the heap it walks; it runs once per arm."""
     fn = _malloc_trim()
     if fn is None:
         return False
